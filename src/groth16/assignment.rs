@@ -1,0 +1,264 @@
+//! Synthesis: run a circuit against c2q's own constraint system, which keeps the witness and
+//! the evaluations of the A, B and C linear combinations at each constraint (what the prover
+//! needs) and nothing else. The linear combinations themselves are evaluated and dropped.
+
+use bellperson::{
+    Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable,
+};
+use blstrs::Scalar as Fr;
+use ff::Field;
+
+/// Which variables appear in a query, one bit each. bellperson's parameter files omit the A and
+/// B points of variables that never appear there, so the multiexps pick scalars by these bits.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Density {
+    bits: Vec<u64>,
+    len: usize,
+}
+
+impl Density {
+    /// A density of `len` variables, all of them present.
+    pub fn full(len: usize) -> Self {
+        let mut d = Density::default();
+        for _ in 0..len {
+            d.push();
+        }
+        for i in 0..len {
+            d.set(i);
+        }
+        d
+    }
+
+    fn push(&mut self) {
+        if self.len % 64 == 0 {
+            self.bits.push(0);
+        }
+        self.len += 1;
+    }
+
+    fn set(&mut self, i: usize) {
+        self.bits[i / 64] |= 1 << (i % 64);
+    }
+
+    pub fn get(&self, i: usize) -> bool {
+        i < self.len && self.bits[i / 64] & (1 << (i % 64)) != 0
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// How many variables are present: the number of points the parameter file holds.
+    pub fn count(&self) -> usize {
+        self.bits.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// The scalars of the present variables, in order: the multiexp's scalar vector.
+    pub fn select(&self, values: &[Fr]) -> Vec<Fr> {
+        values
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.get(*i))
+            .map(|(_, v)| *v)
+            .collect()
+    }
+}
+
+/// The assignment of every variable, with the query densities.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Witness {
+    /// Public inputs; index 0 is the constant one.
+    pub input: Vec<Fr>,
+    /// Private (auxiliary) variables.
+    pub aux: Vec<Fr>,
+    pub a_aux_density: Density,
+    pub b_input_density: Density,
+    pub b_aux_density: Density,
+}
+
+/// A, B and C evaluated at every constraint, the input constraints `x * 0 = 0` included.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Evaluations {
+    pub a: Vec<Fr>,
+    pub b: Vec<Fr>,
+    pub c: Vec<Fr>,
+}
+
+impl Evaluations {
+    pub fn constraints(&self) -> usize {
+        self.a.len()
+    }
+}
+
+/// What synthesis produces for one circuit (one partition).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Assignment {
+    pub witness: Witness,
+    pub evals: Evaluations,
+}
+
+/// Synthesize `circuit` the way bellperson's prover does: the constant one is input 0, and an
+/// `input * 0 = 0` constraint per input follows the circuit's own, which makes the IC query
+/// full and binds the inputs.
+pub fn synthesize<C: Circuit<Fr>>(circuit: C) -> Result<Assignment, SynthesisError> {
+    let mut cs = AssignmentBuilder::new();
+    cs.alloc_input(|| "one", || Ok(Fr::ONE))?;
+    circuit.synthesize(&mut cs)?;
+    for i in 0..cs.input.len() {
+        cs.enforce(|| "", |lc| lc + Variable::new_unchecked(Index::Input(i)), |lc| lc, |lc| lc);
+    }
+    Ok(Assignment {
+        witness: Witness {
+            input: cs.input,
+            aux: cs.aux,
+            a_aux_density: cs.a_aux_density,
+            b_input_density: cs.b_input_density,
+            b_aux_density: cs.b_aux_density,
+        },
+        evals: Evaluations {
+            a: cs.a,
+            b: cs.b,
+            c: cs.c,
+        },
+    })
+}
+
+/// The constraint system behind [`synthesize`].
+pub struct AssignmentBuilder {
+    input: Vec<Fr>,
+    aux: Vec<Fr>,
+    a_aux_density: Density,
+    b_input_density: Density,
+    b_aux_density: Density,
+    a: Vec<Fr>,
+    b: Vec<Fr>,
+    c: Vec<Fr>,
+}
+
+/// Evaluate a linear combination and mark its variables in the densities given. Witness values
+/// are mostly 0 and 1, so those skip the multiplication.
+fn eval(
+    lc: &LinearCombination<Fr>,
+    input: &[Fr],
+    aux: &[Fr],
+    mut input_density: Option<&mut Density>,
+    mut aux_density: Option<&mut Density>,
+) -> Fr {
+    let mut acc = Fr::ZERO;
+    for (&i, coeff) in lc.iter_inputs() {
+        if bool::from(coeff.is_zero()) {
+            continue;
+        }
+        acc += times(coeff, &input[i]);
+        if let Some(d) = input_density.as_deref_mut() {
+            d.set(i);
+        }
+    }
+    for (&i, coeff) in lc.iter_aux() {
+        if bool::from(coeff.is_zero()) {
+            continue;
+        }
+        acc += times(coeff, &aux[i]);
+        if let Some(d) = aux_density.as_deref_mut() {
+            d.set(i);
+        }
+    }
+    acc
+}
+
+#[inline]
+fn times(coeff: &Fr, value: &Fr) -> Fr {
+    if *value == Fr::ZERO {
+        Fr::ZERO
+    } else if *value == Fr::ONE {
+        *coeff
+    } else if *coeff == Fr::ONE {
+        *value
+    } else {
+        *coeff * value
+    }
+}
+
+impl ConstraintSystem<Fr> for AssignmentBuilder {
+    type Root = Self;
+
+    fn new() -> Self {
+        AssignmentBuilder {
+            input: Vec::new(),
+            aux: Vec::new(),
+            a_aux_density: Density::default(),
+            b_input_density: Density::default(),
+            b_aux_density: Density::default(),
+            a: Vec::new(),
+            b: Vec::new(),
+            c: Vec::new(),
+        }
+    }
+
+    fn alloc<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Fr, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.aux.push(f()?);
+        self.a_aux_density.push();
+        self.b_aux_density.push();
+        Ok(Variable::new_unchecked(Index::Aux(self.aux.len() - 1)))
+    }
+
+    fn alloc_input<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Fr, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.input.push(f()?);
+        self.b_input_density.push();
+        Ok(Variable::new_unchecked(Index::Input(self.input.len() - 1)))
+    }
+
+    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, a: LA, b: LB, c: LC)
+    where
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+        LA: FnOnce(LinearCombination<Fr>) -> LinearCombination<Fr>,
+        LB: FnOnce(LinearCombination<Fr>) -> LinearCombination<Fr>,
+        LC: FnOnce(LinearCombination<Fr>) -> LinearCombination<Fr>,
+    {
+        let a = a(LinearCombination::zero());
+        let b = b(LinearCombination::zero());
+        let c = c(LinearCombination::zero());
+        // Inputs are always in the A query (through the input constraints), so only the aux
+        // part of A is tracked. C has no query of its own.
+        let a = eval(&a, &self.input, &self.aux, None, Some(&mut self.a_aux_density));
+        let b = eval(
+            &b,
+            &self.input,
+            &self.aux,
+            Some(&mut self.b_input_density),
+            Some(&mut self.b_aux_density),
+        );
+        let c = eval(&c, &self.input, &self.aux, None, None);
+        self.a.push(a);
+        self.b.push(b);
+        self.c.push(c);
+    }
+
+    fn push_namespace<NR, N>(&mut self, _: N)
+    where
+        NR: Into<String>,
+        N: FnOnce() -> NR,
+    {
+    }
+
+    fn pop_namespace(&mut self) {}
+
+    fn get_root(&mut self) -> &mut Self::Root {
+        self
+    }
+}

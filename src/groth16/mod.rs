@@ -1,0 +1,22 @@
+//! Groth16 over BLS12-381, compatible with bellperson's parameter files and proofs.
+//!
+//! The prover is split in two so that the GPU can move on while the CPU finishes:
+//! - [`Backend::start`]: H from the a/b/c evaluations (NTTs) and the four G1 multiexps;
+//! - [`finish`]: the B multiexp in G2 and the r/s randomization, on the CPU.
+
+pub mod assignment;
+pub mod cpu;
+pub mod msm;
+pub mod ntt;
+pub mod prover;
+pub mod setup;
+pub mod srs;
+
+pub use assignment::{synthesize, Assignment, Density, Evaluations, Witness};
+pub use cpu::CpuBackend;
+pub use prover::{finish, prove, Backend, G1Sums};
+pub use srs::{Srs, SrsCache};
+
+/// Proofs as bellperson writes them: 192 bytes (compressed A, B, C).
+pub type Proof = bellperson::groth16::Proof<blstrs::Bls12>;
+pub type VerifyingKey = bellperson::groth16::VerifyingKey<blstrs::Bls12>;

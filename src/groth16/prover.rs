@@ -1,0 +1,116 @@
+//! The Groth16 prover, split into `start` (a backend's job) and `finish` (always on the CPU).
+//!
+//! With the SRS `(α, β, δ, A_i, B_i, L_i, H_i)`, witness `w` and randomizers `r, s`:
+//!
+//! ```text
+//!   A = α + Σ w_i·A_i + r·δ                    (G1)
+//!   B = β + Σ w_i·B_i + s·δ                    (G2)
+//!   C = s·A' + r·B' + r·s·δ + s·α + r·β + Σ h_j·H_j + Σ w_k·L_k     (G1)
+//! ```
+//! where `A' = Σ w_i·A_i` and `B' = Σ w_i·B_i` in G1, and `h` are the coefficients of the
+//! quotient polynomial `(a·b − c) / z`. Given the same `r` and `s` this is bellperson's
+//! `create_proof`, so the proof bytes are identical.
+
+use anyhow::{ensure, Result};
+use blstrs::{G1Projective, G2Projective, Scalar as Fr};
+use group::{prime::PrimeCurveAffine, Curve};
+
+use super::{msm, Assignment, Evaluations, Proof, Srs, Witness};
+
+/// The four G1 multiexps that proving start produces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct G1Sums {
+    /// `Σ h_j·H_j`
+    pub h: G1Projective,
+    /// `Σ w_k·L_k` over the aux variables.
+    pub l: G1Projective,
+    /// `Σ w_i·A_i` over inputs and A-dense aux variables.
+    pub a: G1Projective,
+    /// `Σ w_i·B_i` in G1 over B-dense inputs and aux variables.
+    pub b_g1: G1Projective,
+}
+
+/// Proving start: H by NTTs from the evaluations (consumed, so their memory goes as soon as the
+/// backend is done with them) and the G1 multiexps.
+pub trait Backend: Send + Sync {
+    /// A short name for logs and metrics: `cpu`, `cuda:0`, ...
+    fn name(&self) -> String;
+
+    fn start(&self, srs: &Srs, evals: Evaluations, witness: &Witness) -> Result<G1Sums>;
+}
+
+/// Check that an assignment fits the SRS before any work is spent on it.
+pub fn check_shape(srs: &Srs, evals: &Evaluations, witness: &Witness) -> Result<()> {
+    ensure!(
+        witness.input.len() == srs.vk.ic.len(),
+        "circuit has {} public inputs, the parameters expect {}",
+        witness.input.len(),
+        srs.vk.ic.len()
+    );
+    ensure!(
+        witness.aux.len() == srs.l.len(),
+        "circuit has {} private variables, the parameters expect {}",
+        witness.aux.len(),
+        srs.l.len()
+    );
+    let domain = evals.constraints().next_power_of_two();
+    ensure!(
+        srs.h.len() == domain - 1,
+        "circuit needs a domain of {domain}, the parameters hold {} H points",
+        srs.h.len()
+    );
+    ensure!(
+        srs.a.len() == witness.input.len() + witness.a_aux_density.count(),
+        "A query size does not match the parameters"
+    );
+    ensure!(
+        srs.b_g1.len() == witness.b_input_density.count() + witness.b_aux_density.count()
+            && srs.b_g2.len() == srs.b_g1.len(),
+        "B query size does not match the parameters"
+    );
+    Ok(())
+}
+
+/// Proving finish: the B multiexp in G2, then the randomization with `r` and `s`.
+pub fn finish(srs: &Srs, sums: &G1Sums, witness: &Witness, r: Fr, s: Fr) -> Result<Proof> {
+    let vk = &srs.vk;
+    ensure!(
+        !bool::from(vk.delta_g1.is_identity() | vk.delta_g2.is_identity()),
+        "parameters have δ at infinity: refusing to prove with a subverted SRS"
+    );
+    let b_g2 = msm::b_g2(srs, witness);
+
+    let delta_g1 = G1Projective::from(vk.delta_g1);
+    let alpha_g1 = G1Projective::from(vk.alpha_g1);
+    let beta_g1 = G1Projective::from(vk.beta_g1);
+
+    let a = alpha_g1 + sums.a + delta_g1 * r;
+    let b = G2Projective::from(vk.beta_g2) + b_g2 + G2Projective::from(vk.delta_g2) * s;
+    let c = sums.a * s
+        + sums.b_g1 * r
+        + delta_g1 * (r * s)
+        + alpha_g1 * s
+        + beta_g1 * r
+        + sums.h
+        + sums.l;
+
+    Ok(Proof {
+        a: a.to_affine(),
+        b: b.to_affine(),
+        c: c.to_affine(),
+    })
+}
+
+/// Start and finish in one call: what tests and the simple CLI path use.
+pub fn prove(
+    backend: &dyn Backend,
+    srs: &Srs,
+    assignment: Assignment,
+    r: Fr,
+    s: Fr,
+) -> Result<Proof> {
+    let Assignment { witness, evals } = assignment;
+    check_shape(srs, &evals, &witness)?;
+    let sums = backend.start(srs, evals, &witness)?;
+    finish(srs, &sums, &witness, r, s)
+}

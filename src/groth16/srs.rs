@@ -1,0 +1,243 @@
+//! The structured reference string: Filecoin `.params` files, read and written.
+//!
+//! Layout (bellperson's, all integers big-endian u32, points uncompressed):
+//! verifying key (α₁, β₁, β₂, γ₂, δ₁, δ₂, IC count, IC points), then the H, L, A, B₁ (G1) and
+//! B₂ (G2) point sets, each preceded by its count.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use anyhow::{bail, ensure, Context, Result};
+use blstrs::{G1Affine, G2Affine};
+use group::UncompressedEncoding;
+use rayon::prelude::*;
+
+use super::VerifyingKey;
+
+const G1_BYTES: usize = 96;
+const G2_BYTES: usize = 192;
+
+/// One circuit's proving parameters, decoded into memory.
+pub struct Srs {
+    /// Where it came from (file path, or a name for in-process parameters): the residency key.
+    pub id: String,
+    pub vk: VerifyingKey,
+    pub h: Vec<G1Affine>,
+    pub l: Vec<G1Affine>,
+    pub a: Vec<G1Affine>,
+    pub b_g1: Vec<G1Affine>,
+    pub b_g2: Vec<G2Affine>,
+}
+
+impl std::fmt::Debug for Srs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Srs")
+            .field("id", &self.id)
+            .field("ic", &self.vk.ic.len())
+            .field("h", &self.h.len())
+            .field("l", &self.l.len())
+            .field("a", &self.a.len())
+            .field("b_g1", &self.b_g1.len())
+            .field("b_g2", &self.b_g2.len())
+            .finish()
+    }
+}
+
+impl Srs {
+    /// Bytes this SRS takes in memory once decoded.
+    pub fn resident_bytes(&self) -> u64 {
+        let g1 = self.h.len() + self.l.len() + self.a.len() + self.b_g1.len();
+        (g1 * std::mem::size_of::<G1Affine>() + self.b_g2.len() * std::mem::size_of::<G2Affine>())
+            as u64
+    }
+
+    /// Read a `.params` file: memory-mapped, point sets decoded in parallel. Every length is
+    /// checked against the file's size before anything is allocated.
+    pub fn read(path: &Path) -> Result<Srs> {
+        let file = File::open(path)
+            .with_context(|| format!("cannot open parameter file {}", path.display()))?;
+        // SAFETY: the map is read-only and dropped before this function returns; parameter
+        // files are not modified while in use.
+        let map = unsafe { memmap2::Mmap::map(&file) }
+            .with_context(|| format!("cannot map parameter file {}", path.display()))?;
+        Self::decode(&map, &path.display().to_string())
+            .with_context(|| format!("parameter file {} is truncated or corrupt", path.display()))
+    }
+
+    /// Decode parameters from bytes in bellperson's layout.
+    pub fn decode(bytes: &[u8], id: &str) -> Result<Srs> {
+        let mut cursor = Cursor { bytes, pos: 0 };
+        let vk_start = cursor.pos;
+        cursor.take(G1_BYTES * 2 + G2_BYTES * 2 + G1_BYTES + G2_BYTES)?;
+        let ic_len = cursor.len("IC", G1_BYTES)?;
+        cursor.take(ic_len * G1_BYTES)?;
+        let vk = VerifyingKey::read(&bytes[vk_start..cursor.pos])
+            .context("verifying key does not decode")?;
+
+        let h = cursor.points("H", G1_BYTES, decode_g1)?;
+        let l = cursor.points("L", G1_BYTES, decode_g1)?;
+        let a = cursor.points("A", G1_BYTES, decode_g1)?;
+        let b_g1 = cursor.points("B in G1", G1_BYTES, decode_g1)?;
+        let b_g2 = cursor.points("B in G2", G2_BYTES, decode_g2)?;
+        ensure!(
+            cursor.pos == bytes.len(),
+            "{} unexpected bytes after the last point set",
+            bytes.len() - cursor.pos
+        );
+        Ok(Srs {
+            id: id.to_string(),
+            vk,
+            h,
+            l,
+            a,
+            b_g1,
+            b_g2,
+        })
+    }
+
+    /// Write in bellperson's layout, so that filecoin-proofs and bellperson read it.
+    pub fn write(&self, path: &Path) -> Result<()> {
+        let file =
+            File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+        let mut w = BufWriter::with_capacity(1 << 22, file);
+        self.vk.write(&mut w)?;
+        write_g1s(&mut w, &self.h)?;
+        write_g1s(&mut w, &self.l)?;
+        write_g1s(&mut w, &self.a)?;
+        write_g1s(&mut w, &self.b_g1)?;
+        w.write_all(&(self.b_g2.len() as u32).to_be_bytes())?;
+        for chunk in self.b_g2.chunks(1 << 16) {
+            let bytes: Vec<u8> = chunk
+                .par_iter()
+                .flat_map_iter(|p| p.to_uncompressed().as_ref().to_vec())
+                .collect();
+            w.write_all(&bytes)?;
+        }
+        w.flush()
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(())
+    }
+}
+
+fn write_g1s(w: &mut impl Write, points: &[G1Affine]) -> Result<()> {
+    w.write_all(&(points.len() as u32).to_be_bytes())?;
+    for chunk in points.chunks(1 << 16) {
+        let bytes: Vec<u8> = chunk
+            .par_iter()
+            .flat_map_iter(|p| p.to_uncompressed().as_ref().to_vec())
+            .collect();
+        w.write_all(&bytes)?;
+    }
+    Ok(())
+}
+
+/// Points are decoded without the subgroup check (as bellperson does for mapped parameters:
+/// it would cost minutes on a large file), but each must be on the curve, which catches
+/// corruption. A point that is off the subgroup can only produce a proof that fails the
+/// verification every proof goes through before it leaves.
+fn decode_g1(bytes: &[u8]) -> Option<G1Affine> {
+    let mut repr = <G1Affine as UncompressedEncoding>::Uncompressed::default();
+    repr.as_mut().copy_from_slice(bytes);
+    Option::from(G1Affine::from_uncompressed_unchecked(&repr))
+}
+
+fn decode_g2(bytes: &[u8]) -> Option<G2Affine> {
+    let mut repr = <G2Affine as UncompressedEncoding>::Uncompressed::default();
+    repr.as_mut().copy_from_slice(bytes);
+    Option::from(G2Affine::from_uncompressed_unchecked(&repr))
+}
+
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.bytes.len());
+        let Some(end) = end else {
+            bail!(
+                "needs {} bytes at offset {}, the file has {}",
+                n,
+                self.pos,
+                self.bytes.len()
+            );
+        };
+        let out = &self.bytes[self.pos..end];
+        self.pos = end;
+        Ok(out)
+    }
+
+    /// A count, checked against what is left of the file.
+    fn len(&mut self, what: &str, item: usize) -> Result<usize> {
+        let raw = self.take(4).with_context(|| format!("missing the {what} count"))?;
+        let n = u32::from_be_bytes([raw[0], raw[1], raw[2], raw[3]]) as usize;
+        let left = self.bytes.len() - self.pos;
+        ensure!(
+            n.saturating_mul(item) <= left,
+            "{what} count {n} needs {} bytes, only {left} are left",
+            n.saturating_mul(item)
+        );
+        Ok(n)
+    }
+
+    fn points<T: Send>(
+        &mut self,
+        what: &str,
+        item: usize,
+        decode: fn(&[u8]) -> Option<T>,
+    ) -> Result<Vec<T>> {
+        let n = self.len(what, item)?;
+        let start = self.pos;
+        let raw = self.take(n * item)?;
+        raw.par_chunks_exact(item)
+            .enumerate()
+            .map(|(i, b)| {
+                decode(b).with_context(|| {
+                    format!(
+                        "{what} point {i} (offset {}) is not a valid curve point",
+                        start + i * item
+                    )
+                })
+            })
+            .collect()
+    }
+}
+
+/// Parameters are large and slow to decode: each file is loaded once per process and shared.
+#[derive(Default)]
+pub struct SrsCache {
+    entries: Mutex<HashMap<PathBuf, Arc<OnceLock<Arc<Srs>>>>>,
+}
+
+impl SrsCache {
+    pub fn global() -> &'static SrsCache {
+        static CACHE: OnceLock<SrsCache> = OnceLock::new();
+        CACHE.get_or_init(SrsCache::default)
+    }
+
+    /// The SRS for `path`, loading it on first use. Concurrent callers for the same file wait
+    /// for one load; a failed load is not cached, so a fixed file is picked up next time.
+    pub fn get(&self, path: &Path) -> Result<Arc<Srs>> {
+        let slot = {
+            let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+            entries.entry(path.to_path_buf()).or_default().clone()
+        };
+        if let Some(srs) = slot.get() {
+            return Ok(srs.clone());
+        }
+        // Holding the slot's lock while loading would need a OnceLock::get_or_try_init; a
+        // duplicate load on a race costs time, never correctness.
+        let srs = Arc::new(Srs::read(path)?);
+        Ok(slot.get_or_init(|| srs).clone())
+    }
+
+    /// Is this file already resident?
+    pub fn is_loaded(&self, path: &Path) -> bool {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.get(path).is_some_and(|s| s.get().is_some())
+    }
+}

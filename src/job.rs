@@ -1,0 +1,34 @@
+//! What every provable job looks like to the pipeline: a number of partitions (one circuit
+//! each) that share one SRS, synthesized one at a time, proved by `groth16`, and verified
+//! together before anything is published. PoRep C2 (`porep`) and the built-in `canary`
+//! implement it.
+
+use std::sync::Arc;
+
+use anyhow::Result;
+
+use crate::groth16::{Assignment, Proof, Srs};
+
+pub trait ProofJob: Send + Sync {
+    /// How many circuits (partitions) this job proves.
+    fn partitions(&self) -> usize;
+
+    /// The SRS shared by all partitions (loaded once per process and cached).
+    fn srs(&self) -> Result<Arc<Srs>>;
+
+    /// Synthesis of one partition: CPU-bound, seconds to minutes for real sectors.
+    fn synthesize(&self, partition: usize) -> Result<Assignment>;
+
+    /// Verify the proofs of all partitions, in order, against this job's public inputs.
+    fn verify(&self, proofs: &[Proof]) -> Result<()>;
+}
+
+/// The wire form of a multi-partition proof: 192 bytes per partition, in order — the bytes
+/// `seal_commit_phase2` returns.
+pub fn proof_bytes(proofs: &[Proof]) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(proofs.len() * 192);
+    for p in proofs {
+        p.write(&mut out)?;
+    }
+    Ok(out)
+}

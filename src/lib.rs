@@ -1,0 +1,9 @@
+//! c2q: a Filecoin PoRep Commit2 prover and queue worker.
+//!
+//! See `ARCHITECTURE.md` for the map. Dependencies run one way:
+//! `broker/ledger/pipeline → porep → groth16 → gpu`.
+
+pub mod canary;
+pub mod job;
+pub mod groth16;
+pub mod porep;
