@@ -38,6 +38,34 @@ enum Command {
     /// Groth16 parameter files.
     #[command(subcommand)]
     Params(ParamsCommand),
+    /// Test inputs for trying c2q without a sealing pipeline.
+    #[command(subcommand)]
+    Testdata(TestdataCommand),
+}
+
+#[derive(Subcommand)]
+enum TestdataCommand {
+    /// Seal a 2 KiB sector of random data with filecoin-proofs and write its C1 output.
+    C1(TestC1Args),
+}
+
+#[derive(clap::Args)]
+struct TestC1Args {
+    /// Registered proof (a 2 KiB one).
+    #[arg(long, default_value = "StackedDrg2KiBV1_1")]
+    proof: String,
+    #[arg(long)]
+    miner: u64,
+    #[arg(long)]
+    sector: u64,
+    /// Seed for the sector's random data.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Write lotus-bench's Commit2In envelope instead of the raw C1 JSON.
+    #[arg(long)]
+    commit2in: bool,
+    #[arg(long)]
+    out: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -76,6 +104,9 @@ struct GenerateArgs {
     /// Write into the official parameter directory, or replace existing files.
     #[arg(long)]
     force: bool,
+    /// Do nothing (successfully) when the parameters are already there.
+    #[arg(long, conflicts_with = "force")]
+    if_missing: bool,
 }
 
 fn main() -> ExitCode {
@@ -83,6 +114,10 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Prove(args) => prove(args),
         Command::Params(ParamsCommand::Generate(args)) => match generate(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(EXIT_FAILED, &e),
+        },
+        Command::Testdata(TestdataCommand::C1(args)) => match test_c1(args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(EXIT_FAILED, &e),
         },
@@ -207,19 +242,44 @@ impl Progress for StderrProgress {
 
 fn generate(args: GenerateArgs) -> Result<()> {
     let proof = porep::proof_from_name(&args.proof)?;
+    let progress = StderrProgress {
+        started: Instant::now(),
+        last_tenth: AtomicUsize::new(0),
+    };
+    if args.if_missing {
+        let path = porep::params::ensure(proof, &args.dir, &progress)?;
+        println!("{}", path.display());
+        return Ok(());
+    }
     eprintln!(
         "WARNING: generating random TEST parameters for {}. They are not a trusted setup: \
          whoever ran this could forge proofs. Never use them for real sectors.",
         args.proof
     );
-    let progress = StderrProgress {
-        started: Instant::now(),
-        last_tenth: AtomicUsize::new(0),
-    };
     let out = porep::params::generate(proof, &args.dir, args.force, &progress)?;
     eprintln!("[{:6.1} s] done", progress.started.elapsed().as_secs_f64());
     println!("{} ({} bytes)", out.params.display(), out.bytes);
     println!("{}", out.vk.display());
     println!("{}", out.meta.display());
+    Ok(())
+}
+
+fn test_c1(args: TestC1Args) -> Result<()> {
+    let proof = porep::proof_from_name(&args.proof)?;
+    let sealed = porep::testdata::seal_2kib(proof, args.miner, args.sector, args.seed)?;
+    let bytes = if args.commit2in {
+        sealed.commit2in_json()?
+    } else {
+        sealed.c1_json()?
+    };
+    std::fs::write(&args.out, bytes)
+        .with_context(|| format!("cannot write {}", args.out.display()))?;
+    println!(
+        "{}: C1 output of a {} test sector for miner {} sector {}",
+        args.out.display(),
+        args.proof,
+        args.miner,
+        args.sector
+    );
     Ok(())
 }
