@@ -38,6 +38,17 @@ enum Command {
     /// Groth16 parameter files.
     #[command(subcommand)]
     Params(ParamsCommand),
+    /// Check the GPU backend against the CPU backend, bit for bit, on fresh random inputs.
+    GpuCheck(c2q::gpu::cli::GpuCheckArgs),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// GPU MSM and NTT timings, and a partition-shaped proving start.
+    Gpu(c2q::gpu::cli::BenchGpuArgs),
 }
 
 #[derive(clap::Args)]
@@ -83,6 +94,15 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Prove(args) => prove(args),
         Command::Params(ParamsCommand::Generate(args)) => match generate(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(EXIT_FAILED, &e),
+        },
+        Command::GpuCheck(args) => match c2q::gpu::cli::gpu_check(&args) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::from(EXIT_FAILED),
+            Err(e) => fail(EXIT_FAILED, &e),
+        },
+        Command::Bench(BenchCommand::Gpu(args)) => match c2q::gpu::cli::bench_gpu(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(EXIT_FAILED, &e),
         },
