@@ -119,7 +119,7 @@ DEV u32 fe_sub_mod_raw(Fe<T>& out, const Fe<T>& x) {
 }
 
 template <class T>
-DEV Fe<T> fe_add(const Fe<T>& a, const Fe<T>& b) {
+DEV Fe<T> fe_add_c(const Fe<T>& a, const Fe<T>& b) {
     Fe<T> s, d;
     u64 carry = 0;
 #pragma unroll
@@ -134,7 +134,7 @@ DEV Fe<T> fe_add(const Fe<T>& a, const Fe<T>& b) {
 }
 
 template <class T>
-DEV Fe<T> fe_sub(const Fe<T>& a, const Fe<T>& b) {
+DEV Fe<T> fe_sub_c(const Fe<T>& a, const Fe<T>& b) {
     Fe<T> d;
     u64 borrow = 0;
 #pragma unroll
@@ -153,16 +153,6 @@ DEV Fe<T> fe_sub(const Fe<T>& a, const Fe<T>& b) {
         }
     }
     return d;
-}
-
-template <class T>
-DEV Fe<T> fe_dbl(const Fe<T>& a) {
-    return fe_add<T>(a, a);
-}
-
-template <class T>
-DEV Fe<T> fe_neg(const Fe<T>& a) {
-    return fe_sub<T>(fe_zero<T>(), a);
 }
 
 // Montgomery product a·b·R^-1 mod m, inputs and output fully reduced.
@@ -205,17 +195,161 @@ DEV Fe<T> fe_mul_inline(const Fe<T>& a, const Fe<T>& b) {
     return (t[N] != 0 || !borrow) ? d : r;
 }
 
+// C2Q_PORTABLE (set by c2q when $C2Q_KERNELS_PORTABLE is set) keeps the plain C++ arithmetic
+// on the device too: a diagnostic fallback should a driver mis-handle the carry chains.
+#if defined(__CUDA_ARCH__) && !defined(C2Q_PORTABLE)
+#define C2Q_PTX 1
+#endif
+
+#if defined(C2Q_PTX)
+// The same operations with the carry flag of the hardware (PTX add.cc / madc chains): one
+// instruction per limb step instead of the 64-bit emulation above. Each chain is a run of
+// volatile asm statements, so that nothing is scheduled between them and the flag survives.
+#define PTX_ADD_CC(d, a, b) asm volatile("add.cc.u32 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b))
+#define PTX_ADDC_CC(d, a, b) asm volatile("addc.cc.u32 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b))
+#define PTX_ADDC(d, a, b) asm volatile("addc.u32 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b))
+#define PTX_SUB_CC(d, a, b) asm volatile("sub.cc.u32 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b))
+#define PTX_SUBC_CC(d, a, b) asm volatile("subc.cc.u32 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b))
+#define PTX_SUBC(d, a, b) asm volatile("subc.u32 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b))
+#define PTX_MADLO_CC(d, a, b, c) \
+    asm volatile("mad.lo.cc.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c))
+#define PTX_MADCLO_CC(d, a, b, c) \
+    asm volatile("madc.lo.cc.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c))
+#define PTX_MADHI_CC(d, a, b, c) \
+    asm volatile("mad.hi.cc.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c))
+#define PTX_MADCHI_CC(d, a, b, c) \
+    asm volatile("madc.hi.cc.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c))
+
+// a + b mod m (both < m).
+template <class T>
+DEV Fe<T> fe_add_ptx(const Fe<T>& a, const Fe<T>& b) {
+    const int N = T::N;
+    Fe<T> s, d;
+    PTX_ADD_CC(s.v[0], a.v[0], b.v[0]);
+#pragma unroll
+    for (int i = 1; i < N; i++) PTX_ADDC_CC(s.v[i], a.v[i], b.v[i]);
+    PTX_SUB_CC(d.v[0], s.v[0], T::mod(0));
+#pragma unroll
+    for (int i = 1; i < N; i++) PTX_SUBC_CC(d.v[i], s.v[i], T::mod(i));
+    u32 borrow;
+    PTX_SUBC(borrow, 0u, 0u);
+    // borrow = all ones when s < m: keep s.
+#pragma unroll
+    for (int i = 0; i < N; i++) d.v[i] = borrow ? s.v[i] : d.v[i];
+    return d;
+}
+
+// a − b mod m.
+template <class T>
+DEV Fe<T> fe_sub_ptx(const Fe<T>& a, const Fe<T>& b) {
+    const int N = T::N;
+    Fe<T> d, r;
+    PTX_SUB_CC(d.v[0], a.v[0], b.v[0]);
+#pragma unroll
+    for (int i = 1; i < N; i++) PTX_SUBC_CC(d.v[i], a.v[i], b.v[i]);
+    u32 mask;
+    PTX_SUBC(mask, 0u, 0u);
+    PTX_ADD_CC(r.v[0], d.v[0], T::mod(0) & mask);
+#pragma unroll
+    for (int i = 1; i < N; i++) PTX_ADDC_CC(r.v[i], d.v[i], T::mod(i) & mask);
+    return r;
+}
+
+// CIOS Montgomery product with carry chains: per word of b, add a·b_i (low halves, then high
+// halves one word up), then m·p the same way, then drop the zero low word.
+template <class T>
+DEV Fe<T> fe_mul_ptx(const Fe<T>& a, const Fe<T>& b) {
+    const int N = T::N;
+    u32 t[N + 2];
+#pragma unroll
+    for (int i = 0; i < N + 2; i++) t[i] = 0;
+#pragma unroll
+    for (int i = 0; i < N; i++) {
+        const u32 bi = b.v[i];
+        PTX_MADLO_CC(t[0], a.v[0], bi, t[0]);
+#pragma unroll
+        for (int j = 1; j < N; j++) PTX_MADCLO_CC(t[j], a.v[j], bi, t[j]);
+        PTX_ADDC_CC(t[N], t[N], 0u);
+        PTX_ADDC(t[N + 1], 0u, 0u);
+        PTX_MADHI_CC(t[1], a.v[0], bi, t[1]);
+#pragma unroll
+        for (int j = 1; j < N; j++) PTX_MADCHI_CC(t[j + 1], a.v[j], bi, t[j + 1]);
+        PTX_ADDC(t[N + 1], t[N + 1], 0u);
+
+        const u32 m = t[0] * T::INV;
+        PTX_MADLO_CC(t[0], m, T::mod(0), t[0]);
+#pragma unroll
+        for (int j = 1; j < N; j++) PTX_MADCLO_CC(t[j], m, T::mod(j), t[j]);
+        PTX_ADDC_CC(t[N], t[N], 0u);
+        PTX_ADDC(t[N + 1], t[N + 1], 0u);
+        PTX_MADHI_CC(t[1], m, T::mod(0), t[1]);
+#pragma unroll
+        for (int j = 1; j < N; j++) PTX_MADCHI_CC(t[j + 1], m, T::mod(j), t[j + 1]);
+        PTX_ADDC(t[N + 1], t[N + 1], 0u);
+#pragma unroll
+        for (int j = 0; j <= N; j++) t[j] = t[j + 1];
+        t[N + 1] = 0;
+    }
+    // t < 2m: one conditional subtraction.
+    Fe<T> r, d;
+    PTX_SUB_CC(d.v[0], t[0], T::mod(0));
+#pragma unroll
+    for (int i = 1; i < N; i++) PTX_SUBC_CC(d.v[i], t[i], T::mod(i));
+    u32 borrow;
+    PTX_SUBC(borrow, t[N], 0u);
+#pragma unroll
+    for (int i = 0; i < N; i++) r.v[i] = borrow ? t[i] : d.v[i];
+    return r;
+}
+#endif
+
+template <class T>
+DEV Fe<T> fe_add(const Fe<T>& a, const Fe<T>& b) {
+#if defined(C2Q_PTX)
+    return fe_add_ptx<T>(a, b);
+#else
+    return fe_add_c<T>(a, b);
+#endif
+}
+
+template <class T>
+DEV Fe<T> fe_sub(const Fe<T>& a, const Fe<T>& b) {
+#if defined(C2Q_PTX)
+    return fe_sub_ptx<T>(a, b);
+#else
+    return fe_sub_c<T>(a, b);
+#endif
+}
+
+template <class T>
+DEV Fe<T> fe_dbl(const Fe<T>& a) {
+    return fe_add<T>(a, a);
+}
+
+template <class T>
+DEV Fe<T> fe_neg(const Fe<T>& a) {
+    return fe_sub<T>(fe_zero<T>(), a);
+}
+
 // Fr products stay inline (NTT butterflies are short); an Fp product is a real call: the
 // group operations use a dozen each, and one shared copy keeps ptxas time and code size sane.
 template <class T>
 DEV Fe<T> fe_mul(const Fe<T>& a, const Fe<T>& b) {
+#if defined(C2Q_PTX)
+    return fe_mul_ptx<T>(a, b);
+#else
     return fe_mul_inline<T>(a, b);
+#endif
 }
 
 #if defined(__CUDACC__)
 template <>
 __device__ __noinline__ Fp fe_mul<FpTag>(const Fp& a, const Fp& b) {
+#if defined(C2Q_PTX)
+    return fe_mul_ptx<FpTag>(a, b);
+#else
     return fe_mul_inline<FpTag>(a, b);
+#endif
 }
 #endif
 

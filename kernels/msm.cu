@@ -248,21 +248,24 @@ extern "C" __global__ void msm_bucket_fix(u32* buckets, const u32* cont, const u
     store_xyzz(buckets, b, acc);
 }
 
-// Segment j covers buckets [j·len, (j+1)·len) and yields Σ (b+1)·B_b over them: running sums
-// from the top give Σ (b − j·len + 1)·B_b, and (j·len)·Σ B_b supplies the rest.
+// Segment j of window w covers buckets [j·len, (j+1)·len) of that window and yields
+// Σ (b+1)·B_b over them: running sums from the top give Σ (b − j·len + 1)·B_b, and
+// (j·len)·Σ B_b supplies the rest. All windows in one launch: out[w·nseg + j].
 extern "C" __global__ void msm_bucket_reduce(const u32* buckets, u32 nbuckets, u32 len,
-                                             u32* out) {
-    u32 j = blockIdx.x * blockDim.x + threadIdx.x;
+                                             u32 nseg, u32 windows, u32* out) {
+    u32 t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= nseg * windows) return;
+    u32 w = t / nseg, j = t % nseg;
+    const u32* wb = buckets + (u64)w * nbuckets * 48;
     u32 first = j * len;
-    if (first >= nbuckets) return;
     u32 last = min(nbuckets, first + len);
     Xyzz run = xyzz_inf(), sum = xyzz_inf();
     for (u32 b = last; b > first; b--) {
-        run = xyzz_add(run, load_xyzz(buckets, b - 1));
+        run = xyzz_add(run, load_xyzz(wb, b - 1));
         sum = xyzz_add(sum, run);
     }
     if (first != 0) sum = xyzz_add(sum, xyzz_mul_small(run, first));
-    store_xyzz(out, j, sum);
+    store_xyzz(out, t, sum);
 }
 
 // Sums points[idx[k]] for all k < count into one partial sum per thread.
@@ -276,14 +279,21 @@ extern "C" __global__ void msm_sum_indexed(const u32* points, const u32* idx, u3
     store_xyzz(partials, g, acc);
 }
 
-// Tree sum: block i sums in[i·per_block .. ) into out[i]; blocks of 128 threads.
-extern "C" __global__ void __launch_bounds__(128) xyzz_reduce(const u32* in, u32 n,
+// Tree sums of groups: the input is `groups` runs of group_len points; each run is split over
+// blocks_per_group blocks of 128 threads, and block b writes the sum of its part to out[b].
+// Repeating with group_len = blocks_per_group ends with one sum per group.
+extern "C" __global__ void __launch_bounds__(128) xyzz_reduce(const u32* in, u32 group_len,
+                                                             u32 blocks_per_group,
                                                              u32 per_block, u32* out) {
     __shared__ Xyzz part[128];
-    u32 begin = blockIdx.x * per_block;
-    u32 end = min(n, begin + per_block);
+    const u32 g = blockIdx.x / blocks_per_group;
+    const u32 q = blockIdx.x % blocks_per_group;
+    const u64 base = (u64)g * group_len;
+    const u32 begin = q * per_block;
+    const u32 end = min(group_len, begin + per_block);
     Xyzz acc = xyzz_inf();
-    for (u32 k = begin + threadIdx.x; k < end; k += 128) acc = xyzz_add(acc, load_xyzz(in, k));
+    for (u32 k = begin + threadIdx.x; k < end; k += 128)
+        acc = xyzz_add(acc, load_xyzz(in, base + k));
     part[threadIdx.x] = acc;
     __syncthreads();
     for (u32 d = 64; d > 0; d >>= 1) {

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::ffi::{c_char, CStr, CString};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, bail, Context, Result};
 use cudarc::driver::result as dres;
@@ -65,6 +65,16 @@ const PROGRAMS: &[(&str, &str, &[&str])] = &[
 
 /// NVRTC options besides the architecture. `.ci/check-kernels` compiles with the same ones.
 const COMPILE_OPTIONS: &[&str] = &["-std=c++17"];
+
+/// The options in effect: `$C2Q_KERNELS_PORTABLE` (any value) swaps the carry-chain assembly
+/// of the field arithmetic for plain C++, to rule it out when diagnosing a GPU mismatch.
+fn compile_options() -> Vec<String> {
+    let mut o: Vec<String> = COMPILE_OPTIONS.iter().map(|s| s.to_string()).collect();
+    if std::env::var_os("C2Q_KERNELS_PORTABLE").is_some() {
+        o.push("-DC2Q_PORTABLE".into());
+    }
+    o
+}
 
 /// A device-memory allocation failed. Retryable: the memory may be free again once other work
 /// on the GPU finishes (or after resident parameters are evicted).
@@ -197,6 +207,51 @@ pub struct Gpu {
     stream: Arc<CudaStream>,
     functions: HashMap<&'static str, CudaFunction>,
     allocated: Arc<AtomicU64>,
+    staging: Mutex<Option<Staging>>,
+}
+
+/// Two pinned host buffers: large uploads are copied into one (by all cores) while the GPU
+/// pulls the other, since DMA from pageable memory runs at a fraction of PCIe speed.
+struct Staging {
+    bufs: [*mut u8; 2],
+    events: [dsys::CUevent; 2],
+}
+
+const STAGING_BYTES: usize = 64 << 20;
+
+// SAFETY: the pinned buffers and events are only used under the Mutex that holds them.
+unsafe impl Send for Staging {}
+
+impl Staging {
+    fn new() -> Result<Staging> {
+        let mut bufs = [std::ptr::null_mut(); 2];
+        let mut events: [dsys::CUevent; 2] = [std::ptr::null_mut(); 2];
+        for k in 0..2 {
+            // SAFETY: plain pinned allocation, freed in Drop.
+            bufs[k] = unsafe { dres::malloc_host(STAGING_BYTES, 0) }
+                .context("cannot allocate pinned staging memory")? as *mut u8;
+            events[k] = dres::event::create(dsys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
+                .context("cannot create a staging event")?;
+        }
+        Ok(Staging { bufs, events })
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        for k in 0..2 {
+            // SAFETY: created in `new`, released once; failures only leak.
+            unsafe {
+                if !self.events[k].is_null() {
+                    let _ = dres::event::synchronize(self.events[k]);
+                    let _ = dres::event::destroy(self.events[k]);
+                }
+                if !self.bufs[k].is_null() {
+                    let _ = dres::free_host(self.bufs[k] as *mut std::ffi::c_void);
+                }
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Gpu {
@@ -239,6 +294,7 @@ impl Gpu {
             stream,
             functions,
             allocated: Arc::new(AtomicU64::new(0)),
+            staging: Mutex::new(None),
         })
     }
 
@@ -327,10 +383,55 @@ impl Gpu {
         }
         self.bind()?;
         let dst = buf.ptr + (offset * std::mem::size_of::<T>()) as u64;
+        // SAFETY: T is plain data (Copy limbs); the byte view covers exactly `src`.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(src.as_ptr() as *const u8, std::mem::size_of_val(src))
+        };
+        if bytes.len() >= 4 * STAGING_BYTES {
+            return self.upload_staged(dst, bytes);
+        }
         // SAFETY: bounds checked above. The copy is synchronised before returning, so `src`
         // outlives it.
-        unsafe { dres::memcpy_htod_async(dst, src, self.stream.cu_stream()) }
+        unsafe { dres::memcpy_htod_async(dst, bytes, self.stream.cu_stream()) }
             .context("host-to-device copy failed")?;
+        self.sync()
+    }
+
+    /// Large upload through the two pinned buffers, the host copy of one piece overlapping
+    /// the DMA of the previous one.
+    fn upload_staged(&self, dst: u64, bytes: &[u8]) -> Result<()> {
+        use rayon::prelude::*;
+        let mut guard = self
+            .staging
+            .lock()
+            .map_err(|_| anyhow!("staging buffers poisoned"))?;
+        if guard.is_none() {
+            *guard = Some(Staging::new()?);
+        }
+        let st = guard
+            .as_ref()
+            .ok_or_else(|| anyhow!("staging buffers missing"))?;
+        for (i, piece) in bytes.chunks(STAGING_BYTES).enumerate() {
+            let k = i % 2;
+            // SAFETY: the event was recorded after the last DMA out of buffer k (or never).
+            unsafe { dres::event::synchronize(st.events[k]) }
+                .context("waiting for a staging copy failed")?;
+            // SAFETY: buffer k holds STAGING_BYTES and no DMA reads it now.
+            let stage = unsafe { std::slice::from_raw_parts_mut(st.bufs[k], piece.len()) };
+            stage
+                .par_chunks_mut(1 << 20)
+                .zip(piece.par_chunks(1 << 20))
+                .for_each(|(d, s)| d.copy_from_slice(s));
+            let at = dst + (i * STAGING_BYTES) as u64;
+            // SAFETY: pinned source of piece.len() bytes, destination inside the buffer the
+            // caller checked; the event marks when the source may be reused.
+            unsafe {
+                dres::memcpy_htod_async(at, &*stage, self.stream.cu_stream())
+                    .context("host-to-device copy failed")?;
+                dres::event::record(st.events[k], self.stream.cu_stream())
+                    .context("cannot record a staging event")?;
+            }
+        }
         self.sync()
     }
 
@@ -503,7 +604,7 @@ fn build_program(name: &str, source: &str, cc: (i32, i32)) -> Result<Vec<u8>> {
         h.update(hname.as_bytes());
         h.update(hsrc.as_bytes());
     }
-    for o in COMPILE_OPTIONS {
+    for o in compile_options() {
         h.update(o.as_bytes());
     }
     h.update(format!("nvrtc {}.{}", nvrtc.0, nvrtc.1).as_bytes());
@@ -594,8 +695,8 @@ fn nvrtc_compile(name: &str, source: &str, arch: &str) -> Result<Vec<u8>> {
     )?;
     let prog = Program(prog);
     let mut opts: Vec<CString> = vec![CString::new(format!("--gpu-architecture={arch}"))?];
-    for o in COMPILE_OPTIONS {
-        opts.push(CString::new(*o)?);
+    for o in compile_options() {
+        opts.push(CString::new(o)?);
     }
     let opts_p: Vec<*const c_char> = opts.iter().map(|s| s.as_ptr()).collect();
     // SAFETY: the program is valid and the options are NUL-terminated strings.

@@ -43,7 +43,7 @@ pub fn scratch_bytes(n: usize) -> usize {
     let windows = 256usize.div_ceil(c as usize);
     let buckets = 1usize << (c - 1);
     let per_scalar = 4 + 4 + FR_LIMBS * 4 + windows * 4 + 4 + (XYZZ_LIMBS * 4) / CHUNK as usize;
-    n * per_scalar + buckets * (XYZZ_LIMBS * 4 + 16) + (64 << 20)
+    n * per_scalar + buckets * (windows * XYZZ_LIMBS * 4 + 16) + (64 << 20)
 }
 
 /// Σ s_i·P_i for i < n over device-resident points and scalars (Montgomery form).
@@ -118,35 +118,48 @@ fn sum_indexed(
         &[&points.ptr(), &idx.ptr(), &count, &partials.ptr()],
     )?;
     let out = gpu.alloc::<u32>(XYZZ_LIMBS)?;
-    reduce(gpu, &partials, threads, &out, 0)?;
+    reduce_groups(gpu, &partials, 1, threads, &out)?;
     Ok(to_host(gpu, &out, 1)?[0])
 }
 
-/// Tree-sums `n` XYZZ points of `input` into element `slot` of `out`.
-fn reduce(gpu: &Gpu, input: &DevBuf<u32>, n: usize, out: &DevBuf<u32>, slot: usize) -> Result<()> {
+/// Tree-sums each of `groups` consecutive runs of `group_len` XYZZ points of `input` into
+/// `out[g]`.
+fn reduce_groups(
+    gpu: &Gpu,
+    input: &DevBuf<u32>,
+    groups: usize,
+    group_len: usize,
+    out: &DevBuf<u32>,
+) -> Result<()> {
     const PER_BLOCK: usize = 1024;
     let mut temps: Vec<DevBuf<u32>> = Vec::new();
     let mut src = input.ptr();
-    let mut len = n;
+    let mut len = group_len.max(1);
     loop {
-        let grid = len.div_ceil(PER_BLOCK).max(1);
-        let dst = if grid == 1 {
-            out.at(slot * XYZZ_LIMBS)
+        let per_group = len.div_ceil(PER_BLOCK);
+        let dst = if per_group == 1 {
+            out.ptr()
         } else {
-            temps.push(gpu.alloc::<u32>(grid * XYZZ_LIMBS)?);
+            temps.push(gpu.alloc::<u32>(groups * per_group * XYZZ_LIMBS)?);
             temps[temps.len() - 1].ptr()
         };
         gpu.launch(
             "xyzz_reduce",
-            grid as u32,
+            (groups * per_group) as u32,
             128,
-            &[&src, &(len as u32), &(PER_BLOCK as u32), &dst],
+            &[
+                &src,
+                &(len as u32),
+                &(per_group as u32),
+                &(PER_BLOCK as u32),
+                &dst,
+            ],
         )?;
-        if grid == 1 {
+        if per_group == 1 {
             break;
         }
         src = dst;
-        len = grid;
+        len = per_group;
     }
     // The temporaries are freed on return: wait for the kernels that use them.
     gpu.sync()
@@ -248,16 +261,18 @@ fn pippenger(
     let offsets = gpu.alloc::<u32>(nbuckets as usize + 1)?;
     let fill = gpu.alloc::<u32>(nbuckets as usize)?;
     let sorted = gpu.alloc::<u32>(mu)?;
-    let buckets = gpu.alloc::<u32>(nbuckets as usize * XYZZ_LIMBS)?;
+    // Every window keeps its buckets, so that the window reductions run in one launch.
+    let buckets = gpu.alloc::<u32>(windows as usize * nbuckets as usize * XYZZ_LIMBS)?;
     let chunks = m.div_ceil(CHUNK);
     let cont = gpu.alloc::<u32>(chunks as usize * XYZZ_LIMBS)?;
     let nseg = nbuckets.div_ceil(SEGMENT);
-    let segs = gpu.alloc::<u32>(nseg as usize * XYZZ_LIMBS)?;
+    let segs = gpu.alloc::<u32>(windows as usize * nseg as usize * XYZZ_LIMBS)?;
     let sums = gpu.alloc::<u32>(windows as usize * XYZZ_LIMBS)?;
     let scan = Scan::new(gpu, nbuckets + 1)?;
 
     for w in 0..windows {
         let dw = digits.at(w as usize * mu);
+        let wb = buckets.at(w as usize * nbuckets as usize * XYZZ_LIMBS);
         gpu.memset_zero(&counts)?;
         gpu.memset_zero(&fill)?;
         gpu.launch(
@@ -290,7 +305,7 @@ fn pippenger(
                 &nbuckets,
                 &CHUNK,
                 &points.ptr(),
-                &buckets.ptr(),
+                &wb,
                 &cont.ptr(),
             ],
         )?;
@@ -298,22 +313,23 @@ fn pippenger(
             "msm_bucket_fix",
             blocks(nbuckets as u64, 128)?,
             128,
-            &[
-                &buckets.ptr(),
-                &cont.ptr(),
-                &offsets.ptr(),
-                &nbuckets,
-                &CHUNK,
-            ],
+            &[&wb, &cont.ptr(), &offsets.ptr(), &nbuckets, &CHUNK],
         )?;
-        gpu.launch(
-            "msm_bucket_reduce",
-            blocks(nseg as u64, 128)?,
-            128,
-            &[&buckets.ptr(), &nbuckets, &SEGMENT, &segs.ptr()],
-        )?;
-        reduce(gpu, &segs, nseg as usize, &sums, w as usize)?;
     }
+    gpu.launch(
+        "msm_bucket_reduce",
+        blocks(nseg as u64 * windows as u64, 64)?,
+        64,
+        &[
+            &buckets.ptr(),
+            &nbuckets,
+            &SEGMENT,
+            &nseg,
+            &windows,
+            &segs.ptr(),
+        ],
+    )?;
+    reduce_groups(gpu, &segs, windows as usize, nseg as usize, &sums)?;
     let window_sums = to_host(gpu, &sums, windows as usize)?;
     // Σ 2^(c·w)·W_w by Horner's rule from the top window.
     let mut acc = G1Projective::identity();
