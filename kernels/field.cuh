@@ -343,13 +343,19 @@ DEV Fe<T> fe_mul(const Fe<T>& a, const Fe<T>& b) {
 }
 
 #if defined(__CUDACC__)
-template <>
-__device__ __noinline__ Fp fe_mul<FpTag>(const Fp& a, const Fp& b) {
+// Operands by value: a reference would force them (and every temporary of the callers) into
+// local memory; values travel in registers under the device calling convention.
+__device__ __noinline__ Fp fp_mul_call(Fp a, Fp b) {
 #if defined(C2Q_PTX)
     return fe_mul_ptx<FpTag>(a, b);
 #else
     return fe_mul_inline<FpTag>(a, b);
 #endif
+}
+
+template <>
+DEV Fp fe_mul<FpTag>(const Fp& a, const Fp& b) {
+    return fp_mul_call(a, b);
 }
 #endif
 

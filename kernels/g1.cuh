@@ -10,12 +10,12 @@
 
 #include "field.cuh"
 
-// The group operations are real calls on the device: inlined into every kernel they would
-// multiply the code size (each is dozens of unrolled 381-bit products) and make ptxas take
-// minutes, which a GPU machine pays at every cold start. A call costs little next to the
-// ~10 field multiplications inside.
+// The group operations are inlined, but each field product inside them is one shared,
+// out-of-line function (fp_mul_call in field.cuh): inlining the products as well would multiply
+// the code size and make ptxas take minutes, which a GPU machine pays at every cold start.
+// Everything passes by value so that operands stay in registers across those calls.
 #if defined(__CUDACC__)
-#define EC_FN __device__ __noinline__
+#define EC_FN __device__ __forceinline__
 #else
 #define EC_FN inline
 #endif
@@ -67,7 +67,7 @@ DEV Xyzz xyzz_neg(const Xyzz& p) {
 }
 
 // dbl-2008-s-1 (a = 0).
-EC_FN Xyzz xyzz_dbl(const Xyzz& p) {
+EC_FN Xyzz xyzz_dbl(Xyzz p) {
     if (xyzz_is_inf(p)) return p;
     Fp u = fe_dbl<FpTag>(p.y);
     Fp v = fe_sqr<FpTag>(u);
@@ -84,7 +84,7 @@ EC_FN Xyzz xyzz_dbl(const Xyzz& p) {
 }
 
 // mdbl-2008-s-1: doubling an affine point (ZZ = ZZZ = 1).
-EC_FN Xyzz xyzz_dbl_affine(const Fp& x, const Fp& y) {
+EC_FN Xyzz xyzz_dbl_affine(Fp x, Fp y) {
     Fp u = fe_dbl<FpTag>(y);
     Fp v = fe_sqr<FpTag>(u);
     Fp w = fe_mul<FpTag>(u, v);
@@ -101,7 +101,7 @@ EC_FN Xyzz xyzz_dbl_affine(const Fp& x, const Fp& y) {
 
 // p + (x, y) for an affine point that is not infinity (madd-2008-s), with the equal and
 // opposite cases handled: bucket sums meet them whenever a point repeats.
-EC_FN Xyzz xyzz_add_affine(const Xyzz& p, const Fp& x, const Fp& y) {
+EC_FN Xyzz xyzz_add_affine(Xyzz p, Fp x, Fp y) {
     if (xyzz_is_inf(p)) {
         Xyzz r;
         r.x = x;
@@ -137,7 +137,7 @@ DEV Xyzz xyzz_add_affine_any(const Xyzz& p, const Affine& a, bool neg) {
 }
 
 // add-2008-s: general XYZZ addition.
-EC_FN Xyzz xyzz_add(const Xyzz& p, const Xyzz& q) {
+EC_FN Xyzz xyzz_add(Xyzz p, Xyzz q) {
     if (xyzz_is_inf(p)) return q;
     if (xyzz_is_inf(q)) return p;
     Fp u1 = fe_mul<FpTag>(p.x, q.zz);
@@ -162,7 +162,7 @@ EC_FN Xyzz xyzz_add(const Xyzz& p, const Xyzz& q) {
 }
 
 // k·p for a small non-negative k, double-and-add from the top bit.
-EC_FN Xyzz xyzz_mul_small(const Xyzz& p, u32 k) {
+EC_FN Xyzz xyzz_mul_small(Xyzz p, u32 k) {
     Xyzz r = xyzz_inf();
     for (int b = 31; b >= 0; b--) {
         r = xyzz_dbl(r);
@@ -173,7 +173,7 @@ EC_FN Xyzz xyzz_mul_small(const Xyzz& p, u32 k) {
 
 // XYZZ → Jacobian without an inversion: Z = ZZ·ZZZ, X = X·ZZ·ZZZ^2, Y = Y·ZZ^3·ZZZ^2.
 // Infinity (ZZ = 0) becomes Z = 0, which blst reads as infinity.
-EC_FN Jacobian xyzz_to_jacobian(const Xyzz& p) {
+EC_FN Jacobian xyzz_to_jacobian(Xyzz p) {
     Jacobian j;
     if (xyzz_is_inf(p)) {
         j.x = fe_zero<FpTag>();
