@@ -16,15 +16,66 @@ use super::limbs::{
 
 /// Limbs of an XYZZ accumulator (4 coordinates of 12 limbs).
 const XYZZ_LIMBS: usize = 48;
-/// Sorted entries per accumulation thread.
-const CHUNK: u32 = 32;
+/// Sorted entries per accumulation thread: long enough that few buckets straddle chunks (each
+/// straddle costs a general addition in `msm_bucket_fix`), short enough for ~1M threads at 2^27.
+const CHUNK: u32 = 128;
 /// Buckets per running-sum segment in the window reduction.
 const SEGMENT: u32 = 32;
 /// Largest supported MSM: point indices keep one bit for the sign.
 pub const MAX_POINTS: usize = 1 << 30;
 
+/// Phase timings for `C2Q_MSM_TRACE=1` (diagnostics): each phase is synchronised and timed
+/// on the host, and the totals are printed to stderr when the MSM ends.
+struct Trace {
+    on: bool,
+    last: std::time::Instant,
+    phases: Vec<(&'static str, f64)>,
+}
+
+impl Trace {
+    fn new() -> Trace {
+        Trace {
+            on: std::env::var_os("C2Q_MSM_TRACE").is_some(),
+            last: std::time::Instant::now(),
+            phases: Vec::new(),
+        }
+    }
+
+    fn mark(&mut self, gpu: &Gpu, phase: &'static str) -> Result<()> {
+        if !self.on {
+            return Ok(());
+        }
+        gpu.sync()?;
+        let ms = self.last.elapsed().as_secs_f64() * 1e3;
+        match self.phases.iter_mut().find(|(p, _)| *p == phase) {
+            Some(e) => e.1 += ms,
+            None => self.phases.push((phase, ms)),
+        }
+        self.last = std::time::Instant::now();
+        Ok(())
+    }
+
+    fn print(&self, what: &str) {
+        if self.on {
+            let parts: Vec<String> = self
+                .phases
+                .iter()
+                .map(|(p, ms)| format!("{p} {ms:.1}"))
+                .collect();
+            eprintln!("msm trace {what}: {} (ms)", parts.join(", "));
+        }
+    }
+}
+
 /// Window size for m scalars: minimises windows × (additions into buckets + bucket work).
 pub fn window_bits(m: usize) -> u32 {
+    // Diagnostic override, for tuning runs.
+    if let Some(c) = std::env::var("C2Q_MSM_WINDOW")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+    {
+        return c.clamp(3, 22);
+    }
     let mut best = (u64::MAX, 3);
     for c in 3..=22u32 {
         let windows = 256u64.div_ceil(c as u64);
@@ -244,6 +295,7 @@ fn pippenger(
     scalars: &DevBuf<u32>,
     m: u32,
 ) -> Result<G1Projective> {
+    let mut trace = Trace::new();
     let c = window_bits(m as usize);
     let windows = 256u32.div_ceil(c);
     let nbuckets = 1u32 << (c - 1);
@@ -270,6 +322,7 @@ fn pippenger(
     let sums = gpu.alloc::<u32>(windows as usize * XYZZ_LIMBS)?;
     let scan = Scan::new(gpu, nbuckets + 1)?;
 
+    trace.mark(gpu, "digits+alloc")?;
     for w in 0..windows {
         let dw = digits.at(w as usize * mu);
         let wb = buckets.at(w as usize * nbuckets as usize * XYZZ_LIMBS);
@@ -295,6 +348,7 @@ fn pippenger(
                 &sorted.ptr(),
             ],
         )?;
+        trace.mark(gpu, "sort")?;
         gpu.launch(
             "msm_accumulate",
             blocks(chunks as u64, 128)?,
@@ -309,12 +363,14 @@ fn pippenger(
                 &cont.ptr(),
             ],
         )?;
+        trace.mark(gpu, "accumulate")?;
         gpu.launch(
             "msm_bucket_fix",
             blocks(nbuckets as u64, 128)?,
             128,
             &[&wb, &cont.ptr(), &offsets.ptr(), &nbuckets, &CHUNK],
         )?;
+        trace.mark(gpu, "fix")?;
     }
     gpu.launch(
         "msm_bucket_reduce",
@@ -329,8 +385,11 @@ fn pippenger(
             &segs.ptr(),
         ],
     )?;
+    trace.mark(gpu, "bucket_reduce")?;
     reduce_groups(gpu, &segs, windows as usize, nseg as usize, &sums)?;
     let window_sums = to_host(gpu, &sums, windows as usize)?;
+    trace.mark(gpu, "final")?;
+    trace.print(&format!("pippenger m={m} c={c}"));
     // Σ 2^(c·w)·W_w by Horner's rule from the top window.
     let mut acc = G1Projective::identity();
     for ws in window_sums.iter().rev() {
