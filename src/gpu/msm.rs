@@ -16,9 +16,13 @@ use super::limbs::{
 
 /// Limbs of an XYZZ accumulator (4 coordinates of 12 limbs).
 const XYZZ_LIMBS: usize = 48;
-/// Sorted entries per accumulation thread: long enough that few buckets straddle chunks (each
-/// straddle costs a general addition in `msm_bucket_fix`), short enough for ~1M threads at 2^27.
-const CHUNK: u32 = 128;
+/// Sorted entries per accumulation thread, for m entries per window: long enough that few
+/// buckets straddle chunks at 2^27 (each straddle costs a general addition in
+/// `msm_bucket_fix`), short enough to keep every SM busy at small sizes (measured on an H200:
+/// 128 is best at 2^27, 32 at 2^20).
+fn chunk_len(m: u32) -> u32 {
+    (m >> 20).clamp(32, 128).next_power_of_two()
+}
 /// Buckets per running-sum segment in the window reduction.
 const SEGMENT: u32 = 32;
 /// Largest supported MSM: point indices keep one bit for the sign.
@@ -93,7 +97,7 @@ pub fn scratch_bytes(n: usize) -> usize {
     let c = window_bits(n);
     let windows = 256usize.div_ceil(c as usize);
     let buckets = 1usize << (c - 1);
-    let per_scalar = 4 + 4 + FR_LIMBS * 4 + windows * 4 + 4 + (XYZZ_LIMBS * 4) / CHUNK as usize;
+    let per_scalar = 4 + 4 + FR_LIMBS * 4 + windows * 4 + 4 + (XYZZ_LIMBS * 4) / 32;
     n * per_scalar + buckets * (windows * XYZZ_LIMBS * 4 + 16) + (64 << 20)
 }
 
@@ -315,7 +319,8 @@ fn pippenger(
     let sorted = gpu.alloc::<u32>(mu)?;
     // Every window keeps its buckets, so that the window reductions run in one launch.
     let buckets = gpu.alloc::<u32>(windows as usize * nbuckets as usize * XYZZ_LIMBS)?;
-    let chunks = m.div_ceil(CHUNK);
+    let chunk = chunk_len(m);
+    let chunks = m.div_ceil(chunk);
     let cont = gpu.alloc::<u32>(chunks as usize * XYZZ_LIMBS)?;
     let nseg = nbuckets.div_ceil(SEGMENT);
     let segs = gpu.alloc::<u32>(windows as usize * nseg as usize * XYZZ_LIMBS)?;
@@ -357,7 +362,7 @@ fn pippenger(
                 &sorted.ptr(),
                 &offsets.ptr(),
                 &nbuckets,
-                &CHUNK,
+                &chunk,
                 &points.ptr(),
                 &wb,
                 &cont.ptr(),
@@ -368,7 +373,7 @@ fn pippenger(
             "msm_bucket_fix",
             blocks(nbuckets as u64, 128)?,
             128,
-            &[&wb, &cont.ptr(), &offsets.ptr(), &nbuckets, &CHUNK],
+            &[&wb, &cont.ptr(), &offsets.ptr(), &nbuckets, &chunk],
         )?;
         trace.mark(gpu, "fix")?;
     }
