@@ -10,7 +10,6 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
 use c2q::groth16::setup::Progress;
-use c2q::groth16::CpuBackend;
 use c2q::job::{proof_bytes, ProofJob};
 use c2q::porep::{self, PorepJob};
 use c2q::prove::{prove_job, Stage};
@@ -41,6 +40,17 @@ enum Command {
     /// Test inputs for trying c2q without a sealing pipeline.
     #[command(subcommand)]
     Testdata(TestdataCommand),
+    /// Check the GPU backend against the CPU backend, bit for bit, on fresh random inputs.
+    GpuCheck(c2q::gpu::cli::GpuCheckArgs),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// GPU MSM and NTT timings, and a partition-shaped proving start.
+    Gpu(c2q::gpu::cli::BenchGpuArgs),
 }
 
 #[derive(Subcommand)]
@@ -84,6 +94,12 @@ struct ProveArgs {
     /// Print the result and stage timings as JSON on stdout.
     #[arg(long)]
     json: bool,
+    /// Proving-start backend: auto (CUDA when a usable GPU is present), cpu, or cuda.
+    #[arg(long, value_enum, default_value_t = c2q::gpu::BackendChoice::Auto)]
+    backend: c2q::gpu::BackendChoice,
+    /// Which GPU, for the cuda backend.
+    #[arg(long, default_value_t = 0)]
+    device: usize,
 }
 
 #[derive(Subcommand)]
@@ -129,6 +145,15 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(EXIT_FAILED, &e),
         },
+        Command::GpuCheck(args) => match c2q::gpu::cli::gpu_check(&args) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::from(EXIT_FAILED),
+            Err(e) => fail(EXIT_FAILED, &e),
+        },
+        Command::Bench(BenchCommand::Gpu(args)) => match c2q::gpu::cli::bench_gpu(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(EXIT_FAILED, &e),
+        },
     }
 }
 
@@ -144,7 +169,11 @@ fn prove(args: ProveArgs) -> ExitCode {
         Ok(job) => job,
         Err(e) => return fail(EXIT_BAD_INPUT, &e),
     };
-    let (proofs, timings) = match prove_job(&job, &CpuBackend) {
+    let backend = match c2q::gpu::select_backend(args.backend, args.device) {
+        Ok(b) => b,
+        Err(e) => return fail(EXIT_FAILED, &e),
+    };
+    let (proofs, timings) = match prove_job(&job, &*backend) {
         Ok(done) => done,
         Err(e) => {
             let code = match e.stage {
@@ -176,7 +205,7 @@ fn prove(args: ProveArgs) -> ExitCode {
             "proof_bytes": bytes,
             "out": out,
             "verified": true,
-            "backend": "cpu",
+            "backend": backend.name(),
             "timings": timings,
         });
         println!("{report}");

@@ -29,7 +29,7 @@ impl Domain {
         let n = len.max(1).next_power_of_two();
         let log_n = n.trailing_zeros();
         ensure!(
-            log_n <= MAX_LOG_DOMAIN && log_n <= Fr::S,
+            log_n <= MAX_LOG_DOMAIN,
             "a domain of 2^{log_n} is larger than c2q supports (2^{MAX_LOG_DOMAIN})"
         );
         let mut omega = Fr::ROOT_OF_UNITY;
@@ -88,14 +88,17 @@ fn bit_reverse(values: &mut [Fr], log_n: u32) {
     // Each swap pair (i, rev(i)) with i < rev(i) is touched once; pairs are disjoint, so the
     // swaps can proceed in parallel through a shared raw pointer.
     let ptr = SendPtr(values.as_mut_ptr());
-    (0..values.len()).into_par_iter().with_min_len(1 << 14).for_each(|i| {
-        let j = rev(i);
-        if i < j {
-            let p = &ptr;
-            // SAFETY: i and j are in bounds, distinct, and no other iteration touches them.
-            unsafe { std::ptr::swap(p.0.add(i), p.0.add(j)) };
-        }
-    });
+    (0..values.len())
+        .into_par_iter()
+        .with_min_len(1 << 14)
+        .for_each(|i| {
+            let j = rev(i);
+            if i < j {
+                let p = &ptr;
+                // SAFETY: i and j are in bounds, distinct, and no other iteration touches them.
+                unsafe { std::ptr::swap(p.0.add(i), p.0.add(j)) };
+            }
+        });
 }
 
 struct SendPtr(*mut Fr);
