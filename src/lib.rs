@@ -7,3 +7,13 @@ pub mod canary;
 pub mod job;
 pub mod groth16;
 pub mod porep;
+
+pub mod broker;
+pub mod cli_queue;
+pub mod config;
+pub mod gate;
+pub mod ledger;
+pub mod pipeline;
+pub mod schema;
+pub mod telemetry;
+pub mod worker;
