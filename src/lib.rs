@@ -4,9 +4,10 @@
 //! `broker/ledger/pipeline → porep → groth16 → gpu`.
 
 pub mod canary;
-pub mod job;
 pub mod groth16;
+pub mod job;
 pub mod porep;
+pub mod prove;
 
 pub mod broker;
 pub mod cli_queue;

@@ -1,13 +1,31 @@
-//! The c2q command line. (Queue branch: the worker's subcommands; `prove` and friends come
-//! from main.)
+//! The `c2q` command line. Each subcommand parses its arguments and calls into the library.
 
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
-use c2q::cli_queue::{DlqArgs, StatusArgs, SubmitArgs};
-use c2q::worker::WorkerArgs;
+use c2q::groth16::setup::Progress;
+use c2q::groth16::CpuBackend;
+use c2q::job::{proof_bytes, ProofJob};
+use c2q::porep::{self, PorepJob};
+use c2q::prove::{prove_job, Stage};
+
+/// Exit codes, so scripts can tell bad input from missing parameters from a failed proof.
+const EXIT_FAILED: u8 = 1;
+const EXIT_BAD_INPUT: u8 = 2;
+const EXIT_PARAMS: u8 = 3;
 
 #[derive(Parser)]
-#[command(name = "c2q", version, about = "Filecoin PoRep Commit2 proving worker")]
+#[command(
+    name = "c2q",
+    version,
+    about = "Filecoin PoRep Commit2 prover and queue worker"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -15,21 +33,212 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Prove one C1 output locally (no broker, no database), verify it, and write the proof.
+    Prove(ProveArgs),
+    /// Groth16 parameter files.
+    #[command(subcommand)]
+    Params(ParamsCommand),
     /// Prove jobs from RabbitMQ until told to stop.
-    Worker(WorkerArgs),
-    /// Enqueue a C2 job (or a canary).
-    Submit(SubmitArgs),
+    Worker(c2q::worker::WorkerArgs),
+    /// Enqueue a C2 job (raw C1 or Commit2In JSON) or a canary.
+    Submit(c2q::cli_queue::SubmitArgs),
     /// Inspect, replay or purge dead-lettered jobs.
-    Dlq(DlqArgs),
+    Dlq(c2q::cli_queue::DlqArgs),
     /// Queue depths, jobs in flight, ledger counts.
-    Status(StatusArgs),
+    Status(c2q::cli_queue::StatusArgs),
 }
 
-fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
-        Command::Worker(args) => c2q::worker::run(args),
-        Command::Submit(args) => c2q::cli_queue::submit(args),
-        Command::Dlq(args) => c2q::cli_queue::dlq(args),
-        Command::Status(args) => c2q::cli_queue::status(args),
+#[derive(clap::Args)]
+struct ProveArgs {
+    /// The C1 output: filecoin-ffi's SealCommitPhase1Output JSON, or lotus-bench's Commit2In.
+    file: PathBuf,
+    /// The miner's actor id (the number in f0…/t0…).
+    #[arg(long)]
+    miner: u64,
+    /// The sector number.
+    #[arg(long)]
+    sector: u64,
+    /// Where to write the proof (192 bytes per partition). Default: FILE.proof
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print the result and stage timings as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Subcommand)]
+enum ParamsCommand {
+    /// Write random TEST parameters for a small sector. NOT a trusted setup: anyone who ran
+    /// this could forge proofs against them. For tests and development only.
+    Generate(GenerateArgs),
+}
+
+#[derive(clap::Args)]
+struct GenerateArgs {
+    /// Registered proof, e.g. StackedDrg2KiBV1_1.
+    #[arg(long)]
+    proof: String,
+    /// Directory to write into (created if missing).
+    #[arg(long)]
+    dir: PathBuf,
+    /// Write into the official parameter directory, or replace existing files.
+    #[arg(long)]
+    force: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Prove(args) => prove(args),
+        Command::Params(ParamsCommand::Generate(args)) => match generate(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(EXIT_FAILED, &e),
+        },
+        Command::Worker(args) => queue_exit(c2q::worker::run(args)),
+        Command::Submit(args) => queue_exit(c2q::cli_queue::submit(args)),
+        Command::Dlq(args) => queue_exit(c2q::cli_queue::dlq(args)),
+        Command::Status(args) => queue_exit(c2q::cli_queue::status(args)),
     }
+}
+
+fn queue_exit(result: Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(EXIT_FAILED, &e),
+    }
+}
+
+/// One line on stderr, then the exit code.
+fn fail(code: u8, e: &anyhow::Error) -> ExitCode {
+    let msg = format!("{e:#}").replace('\n', " ");
+    eprintln!("c2q: error: {msg}");
+    ExitCode::from(code)
+}
+
+fn prove(args: ProveArgs) -> ExitCode {
+    let job = match read_job(&args) {
+        Ok(job) => job,
+        Err(e) => return fail(EXIT_BAD_INPUT, &e),
+    };
+    let (proofs, timings) = match prove_job(&job, &CpuBackend) {
+        Ok(done) => done,
+        Err(e) => {
+            let code = match e.stage {
+                Stage::Params => EXIT_PARAMS,
+                Stage::Synthesis => EXIT_BAD_INPUT,
+                Stage::Proving | Stage::Verification => EXIT_FAILED,
+            };
+            return fail(code, &e.source);
+        }
+    };
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| with_suffix(&args.file, "proof"));
+    let written = proof_bytes(&proofs).and_then(|bytes| {
+        std::fs::write(&out, &bytes).with_context(|| format!("cannot write {}", out.display()))?;
+        Ok(bytes.len())
+    });
+    let bytes = match written {
+        Ok(n) => n,
+        Err(e) => return fail(EXIT_FAILED, &e),
+    };
+    if args.json {
+        let report = serde_json::json!({
+            "registered_proof": porep::proof_name(job.registered_proof),
+            "miner": job.miner_id,
+            "sector": job.sector_number,
+            "partitions": job.partitions(),
+            "proof_bytes": bytes,
+            "out": out,
+            "verified": true,
+            "backend": "cpu",
+            "timings": timings,
+        });
+        println!("{report}");
+    } else {
+        println!(
+            "proof for {} sector {} of miner {}: {} partitions, {bytes} bytes, verified, written to {}",
+            porep::proof_name(job.registered_proof),
+            job.sector_number,
+            job.miner_id,
+            job.partitions(),
+            out.display()
+        );
+        println!(
+            "timings: parameters {:.1} s, synthesis {:.1} s, proving start {:.1} s, finish {:.1} s, verification {:.2} s, total {:.1} s",
+            timings.params_s,
+            timings.synthesis_s,
+            timings.start_s,
+            timings.finish_s,
+            timings.verify_s,
+            timings.total_s
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+fn read_job(args: &ProveArgs) -> Result<PorepJob> {
+    let meta = std::fs::metadata(&args.file)
+        .with_context(|| format!("cannot read {}", args.file.display()))?;
+    anyhow::ensure!(
+        meta.len() <= porep::MAX_C1_BYTES as u64,
+        "{} is {} bytes, more than a C1 output can be",
+        args.file.display(),
+        meta.len()
+    );
+    let bytes = std::fs::read(&args.file)
+        .with_context(|| format!("cannot read {}", args.file.display()))?;
+    PorepJob::from_c1_bytes(&bytes, args.miner, args.sector)
+        .with_context(|| format!("{}", args.file.display()))
+}
+
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(".");
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// Stage lines and a percentage every 10 %, on stderr.
+struct StderrProgress {
+    started: Instant,
+    last_tenth: AtomicUsize,
+}
+
+impl Progress for StderrProgress {
+    fn stage(&self, name: &str) {
+        self.last_tenth.store(0, Ordering::Relaxed);
+        eprintln!("[{:6.1} s] {name}", self.started.elapsed().as_secs_f64());
+    }
+
+    fn advance(&self, done: usize, total: usize) {
+        let tenth = (done * 10).checked_div(total).unwrap_or(0);
+        if self.last_tenth.fetch_max(tenth, Ordering::Relaxed) < tenth {
+            eprint!("\r           {:3} %", tenth * 10);
+            if tenth >= 10 {
+                eprintln!();
+            }
+            let _ = std::io::stderr().flush();
+        }
+    }
+}
+
+fn generate(args: GenerateArgs) -> Result<()> {
+    let proof = porep::proof_from_name(&args.proof)?;
+    eprintln!(
+        "WARNING: generating random TEST parameters for {}. They are not a trusted setup: \
+         whoever ran this could forge proofs. Never use them for real sectors.",
+        args.proof
+    );
+    let progress = StderrProgress {
+        started: Instant::now(),
+        last_tenth: AtomicUsize::new(0),
+    };
+    let out = porep::params::generate(proof, &args.dir, args.force, &progress)?;
+    eprintln!("[{:6.1} s] done", progress.started.elapsed().as_secs_f64());
+    println!("{} ({} bytes)", out.params.display(), out.bytes);
+    println!("{}", out.vk.display());
+    println!("{}", out.meta.display());
+    Ok(())
 }

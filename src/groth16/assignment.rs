@@ -2,9 +2,7 @@
 //! the evaluations of the A, B and C linear combinations at each constraint (what the prover
 //! needs) and nothing else. The linear combinations themselves are evaluated and dropped.
 
-use bellperson::{
-    Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable,
-};
+use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 use blstrs::Scalar as Fr;
 use ff::Field;
 
@@ -19,14 +17,11 @@ pub struct Density {
 impl Density {
     /// A density of `len` variables, all of them present.
     pub fn full(len: usize) -> Self {
-        let mut d = Density::default();
-        for _ in 0..len {
-            d.push();
+        let mut bits = vec![u64::MAX; len / 64];
+        if len % 64 != 0 {
+            bits.push((1u64 << (len % 64)) - 1);
         }
-        for i in 0..len {
-            d.set(i);
-        }
-        d
+        Density { bits, len }
     }
 
     fn push(&mut self) {
@@ -80,6 +75,23 @@ pub struct Witness {
     pub b_aux_density: Density,
 }
 
+impl Witness {
+    /// Scalars of the A query: every input (the input constraints put them all in A), then the
+    /// aux variables that appear in A.
+    pub fn a_query_scalars(&self) -> Vec<Fr> {
+        let mut v = self.input.clone();
+        v.extend(self.a_aux_density.select(&self.aux));
+        v
+    }
+
+    /// Scalars of the B query (G1 and G2): the inputs and aux variables that appear in B.
+    pub fn b_query_scalars(&self) -> Vec<Fr> {
+        let mut v = self.b_input_density.select(&self.input);
+        v.extend(self.b_aux_density.select(&self.aux));
+        v
+    }
+}
+
 /// A, B and C evaluated at every constraint, the input constraints `x * 0 = 0` included.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Evaluations {
@@ -109,7 +121,12 @@ pub fn synthesize<C: Circuit<Fr>>(circuit: C) -> Result<Assignment, SynthesisErr
     cs.alloc_input(|| "one", || Ok(Fr::ONE))?;
     circuit.synthesize(&mut cs)?;
     for i in 0..cs.input.len() {
-        cs.enforce(|| "", |lc| lc + Variable::new_unchecked(Index::Input(i)), |lc| lc, |lc| lc);
+        cs.enforce(
+            || "",
+            |lc| lc + Variable::new_unchecked(Index::Input(i)),
+            |lc| lc,
+            |lc| lc,
+        );
     }
     Ok(Assignment {
         witness: Witness {
@@ -235,7 +252,13 @@ impl ConstraintSystem<Fr> for AssignmentBuilder {
         let c = c(LinearCombination::zero());
         // Inputs are always in the A query (through the input constraints), so only the aux
         // part of A is tracked. C has no query of its own.
-        let a = eval(&a, &self.input, &self.aux, None, Some(&mut self.a_aux_density));
+        let a = eval(
+            &a,
+            &self.input,
+            &self.aux,
+            None,
+            Some(&mut self.a_aux_density),
+        );
         let b = eval(
             &b,
             &self.input,

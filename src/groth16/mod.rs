@@ -6,6 +6,7 @@
 
 pub mod assignment;
 pub mod cpu;
+pub mod curve;
 pub mod msm;
 pub mod ntt;
 pub mod prover;

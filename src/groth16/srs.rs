@@ -12,7 +12,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use anyhow::{bail, ensure, Context, Result};
 use blstrs::{G1Affine, G2Affine};
-use group::UncompressedEncoding;
 use rayon::prelude::*;
 
 use super::VerifyingKey;
@@ -139,15 +138,13 @@ fn write_g1s(w: &mut impl Write, points: &[G1Affine]) -> Result<()> {
 /// corruption. A point that is off the subgroup can only produce a proof that fails the
 /// verification every proof goes through before it leaves.
 fn decode_g1(bytes: &[u8]) -> Option<G1Affine> {
-    let mut repr = <G1Affine as UncompressedEncoding>::Uncompressed::default();
-    repr.as_mut().copy_from_slice(bytes);
-    Option::from(G1Affine::from_uncompressed_unchecked(&repr))
+    let raw: &[u8; G1_BYTES] = bytes.try_into().ok()?;
+    Option::from(G1Affine::from_uncompressed_unchecked(raw))
 }
 
 fn decode_g2(bytes: &[u8]) -> Option<G2Affine> {
-    let mut repr = <G2Affine as UncompressedEncoding>::Uncompressed::default();
-    repr.as_mut().copy_from_slice(bytes);
-    Option::from(G2Affine::from_uncompressed_unchecked(&repr))
+    let raw: &[u8; G2_BYTES] = bytes.try_into().ok()?;
+    Option::from(G2Affine::from_uncompressed_unchecked(raw))
 }
 
 struct Cursor<'a> {
@@ -173,7 +170,9 @@ impl<'a> Cursor<'a> {
 
     /// A count, checked against what is left of the file.
     fn len(&mut self, what: &str, item: usize) -> Result<usize> {
-        let raw = self.take(4).with_context(|| format!("missing the {what} count"))?;
+        let raw = self
+            .take(4)
+            .with_context(|| format!("missing the {what} count"))?;
         let n = u32::from_be_bytes([raw[0], raw[1], raw[2], raw[3]]) as usize;
         let left = self.bytes.len() - self.pos;
         ensure!(

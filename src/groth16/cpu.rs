@@ -1,0 +1,25 @@
+//! The CPU backend for proving start: rayon NTTs and blst multiexps.
+
+use anyhow::Result;
+
+use super::{msm, ntt, Evaluations, G1Sums, Srs, Witness};
+use crate::groth16::Backend;
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuBackend;
+
+impl Backend for CpuBackend {
+    fn name(&self) -> String {
+        "cpu".to_string()
+    }
+
+    fn start(&self, srs: &Srs, evals: Evaluations, witness: &Witness) -> Result<G1Sums> {
+        let h_scalars = ntt::h_coefficients(evals)?;
+        let h = msm::g1(&srs.h, &h_scalars);
+        drop(h_scalars);
+        let l = msm::g1(&srs.l, &witness.aux);
+        let a = msm::g1(&srs.a, &witness.a_query_scalars());
+        let b_g1 = msm::g1(&srs.b_g1, &witness.b_query_scalars());
+        Ok(G1Sums { h, l, a, b_g1 })
+    }
+}

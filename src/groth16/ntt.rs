@@ -1,0 +1,220 @@
+//! Number-theoretic transforms over Fr on the CPU (rayon), and the quotient polynomial H.
+//!
+//! The domain, its generator ω and the coset shift g are bellperson's (ω from
+//! `Fr::ROOT_OF_UNITY`, g = `Fr::MULTIPLICATIVE_GENERATOR`), so the H coefficients, and with
+//! them the proofs, are the same field elements bellperson computes.
+
+use anyhow::{ensure, Result};
+use blstrs::Scalar as Fr;
+use ff::{Field, PrimeField};
+use rayon::prelude::*;
+
+use super::Evaluations;
+
+/// The largest domain c2q proves over (a 64 GiB sector needs 2^27).
+pub const MAX_LOG_DOMAIN: u32 = 28;
+
+/// A power-of-two evaluation domain.
+#[derive(Clone, Copy, Debug)]
+pub struct Domain {
+    pub log_n: u32,
+    pub omega: Fr,
+    pub omega_inv: Fr,
+    pub n_inv: Fr,
+}
+
+impl Domain {
+    /// The smallest domain that holds `len` evaluations.
+    pub fn for_len(len: usize) -> Result<Domain> {
+        let n = len.max(1).next_power_of_two();
+        let log_n = n.trailing_zeros();
+        ensure!(
+            log_n <= MAX_LOG_DOMAIN && log_n <= Fr::S,
+            "a domain of 2^{log_n} is larger than c2q supports (2^{MAX_LOG_DOMAIN})"
+        );
+        let mut omega = Fr::ROOT_OF_UNITY;
+        for _ in log_n..Fr::S {
+            omega = omega.square();
+        }
+        Ok(Domain {
+            log_n,
+            omega,
+            omega_inv: omega.invert().unwrap_or(Fr::ZERO),
+            n_inv: Fr::from(n as u64).invert().unwrap_or(Fr::ZERO),
+        })
+    }
+
+    pub fn size(&self) -> usize {
+        1 << self.log_n
+    }
+}
+
+/// `values[i] *= g^i`, in parallel chunks.
+pub fn distribute_powers(values: &mut [Fr], g: Fr) {
+    const CHUNK: usize = 1 << 14;
+    values
+        .par_chunks_mut(CHUNK)
+        .enumerate()
+        .for_each(|(c, chunk)| {
+            let mut p = g.pow_vartime([(c * CHUNK) as u64]);
+            for v in chunk {
+                *v *= p;
+                p *= g;
+            }
+        });
+}
+
+/// The powers `w^0 .. w^(len-1)`.
+fn powers(w: Fr, len: usize) -> Vec<Fr> {
+    const CHUNK: usize = 1 << 14;
+    let mut out = vec![Fr::ZERO; len];
+    out.par_chunks_mut(CHUNK)
+        .enumerate()
+        .for_each(|(c, chunk)| {
+            let mut p = w.pow_vartime([(c * CHUNK) as u64]);
+            for v in chunk {
+                *v = p;
+                p *= w;
+            }
+        });
+    out
+}
+
+fn bit_reverse(values: &mut [Fr], log_n: u32) {
+    if log_n == 0 {
+        return;
+    }
+    for i in 0..values.len() {
+        let j = i.reverse_bits() >> (usize::BITS - log_n);
+        if i < j {
+            values.swap(i, j);
+        }
+    }
+}
+
+/// In-place radix-2 decimation-in-time transform with root `omega` of order `values.len()`.
+pub fn ntt(values: &mut [Fr], omega: Fr) {
+    let n = values.len();
+    assert!(n.is_power_of_two(), "NTT size must be a power of two");
+    let log_n = n.trailing_zeros();
+    bit_reverse(values, log_n);
+    if n == 1 {
+        return;
+    }
+    let twiddles = powers(omega, n / 2);
+    let threads = rayon::current_num_threads().max(1);
+    let mut half = 1;
+    while half < n {
+        let stride = n / (2 * half);
+        let blocks = n / (2 * half);
+        let butterflies = |lo: &mut [Fr], hi: &mut [Fr], first: usize| {
+            for (j, (x, y)) in lo.iter_mut().zip(hi.iter_mut()).enumerate() {
+                let t = *y * twiddles[(first + j) * stride];
+                *y = *x - t;
+                *x += t;
+            }
+        };
+        if blocks >= threads * 4 {
+            values.par_chunks_mut(2 * half).for_each(|block| {
+                let (lo, hi) = block.split_at_mut(half);
+                butterflies(lo, hi, 0);
+            });
+        } else {
+            // Few, large blocks: split each block's butterflies across threads.
+            const PIECE: usize = 1 << 12;
+            for block in values.chunks_mut(2 * half) {
+                let (lo, hi) = block.split_at_mut(half);
+                lo.par_chunks_mut(PIECE)
+                    .zip(hi.par_chunks_mut(PIECE))
+                    .enumerate()
+                    .for_each(|(p, (lo, hi))| butterflies(lo, hi, p * PIECE));
+            }
+        }
+        half *= 2;
+    }
+}
+
+/// Inverse transform, scaled by 1/n.
+pub fn intt(values: &mut [Fr], domain: &Domain) {
+    ntt(values, domain.omega_inv);
+    let n_inv = domain.n_inv;
+    values.par_iter_mut().for_each(|v| *v *= n_inv);
+}
+
+/// From evaluations on the domain to evaluations on the coset g·domain.
+fn to_coset(values: &mut [Fr], domain: &Domain) {
+    intt(values, domain);
+    distribute_powers(values, Fr::MULTIPLICATIVE_GENERATOR);
+    ntt(values, domain.omega);
+}
+
+/// The coefficients of H = (A·B − C) / Z, the scalars of the H multiexp: n − 1 of them.
+pub fn h_coefficients(evals: Evaluations) -> Result<Vec<Fr>> {
+    let domain = Domain::for_len(evals.constraints())?;
+    let n = domain.size();
+    let Evaluations {
+        mut a,
+        mut b,
+        mut c,
+    } = evals;
+    for v in [&mut a, &mut b, &mut c] {
+        v.resize(n, Fr::ZERO);
+        to_coset(v, &domain);
+    }
+    // Z(x) = x^n − 1 is the same constant at every point of the coset g·domain.
+    let z_inv = (Fr::MULTIPLICATIVE_GENERATOR.pow_vartime([n as u64]) - Fr::ONE)
+        .invert()
+        .unwrap_or(Fr::ZERO);
+    a.par_iter_mut()
+        .zip(b.par_iter())
+        .zip(c.par_iter())
+        .for_each(|((a, b), c)| *a = (*a * b - c) * z_inv);
+    drop(b);
+    drop(c);
+    intt(&mut a, &domain);
+    let g_inv = Fr::MULTIPLICATIVE_GENERATOR.invert().unwrap_or(Fr::ZERO);
+    distribute_powers(&mut a, g_inv);
+    a.truncate(n - 1);
+    Ok(a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    fn naive_dft(values: &[Fr], omega: Fr) -> Vec<Fr> {
+        let n = values.len();
+        (0..n)
+            .map(|i| {
+                let wi = omega.pow_vartime([i as u64]);
+                let mut acc = Fr::ZERO;
+                let mut p = Fr::ONE;
+                for v in values {
+                    acc += *v * p;
+                    p *= wi;
+                }
+                acc
+            })
+            .collect()
+    }
+
+    #[test]
+    fn ntt_matches_the_definition_and_inverts() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        for log_n in [0u32, 1, 2, 5, 9] {
+            let domain = Domain::for_len(1 << log_n).unwrap();
+            let values: Vec<Fr> = (0..1 << log_n).map(|_| Fr::random(&mut rng)).collect();
+            let mut fast = values.clone();
+            ntt(&mut fast, domain.omega);
+            assert_eq!(fast, naive_dft(&values, domain.omega), "2^{log_n}");
+            intt(&mut fast, &domain);
+            assert_eq!(fast, values);
+        }
+    }
+
+    #[test]
+    fn domain_rejects_oversize() {
+        assert!(Domain::for_len((1 << MAX_LOG_DOMAIN) + 1).is_err());
+    }
+}

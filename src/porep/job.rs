@@ -1,0 +1,292 @@
+//! A PoRep C2 job: the C1 output checked, split into per-partition circuits (through
+//! storage-proofs-porep's `StackedCompound::circuit`), and the public inputs to verify against.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail, ensure, Context, Result};
+use blstrs::Scalar as Fr;
+use filecoin_hashers::{Domain, Hasher};
+use filecoin_proofs::{
+    as_safe_commitment, parameters::setup_params, DefaultPieceDomain, DefaultPieceHasher,
+    MerkleTreeTrait, PoRepConfig,
+};
+use filecoin_proofs_api::seal::SealCommitPhase1Output;
+use filecoin_proofs_api::RegisteredSealProof;
+use storage_proofs_core::compound_proof::{self, CompoundProof};
+use storage_proofs_core::parameter_cache::CacheableParameters;
+use storage_proofs_core::proof::ProofScheme;
+use storage_proofs_porep::stacked::{self, StackedCompound, StackedDrg};
+
+use super::input::{proof_name, C1Input};
+use super::params;
+use crate::groth16::{self, Assignment, Proof, Srs, SrsCache};
+use crate::job::ProofJob;
+
+/// The per-sector-shape part of a job, behind a trait object so that one `PorepJob` type
+/// serves every sector size.
+trait Partitions: Send + Sync {
+    fn count(&self) -> usize;
+    fn synthesize(&self, k: usize) -> Result<Assignment>;
+    fn public_inputs(&self, k: usize) -> Result<Vec<Fr>>;
+}
+
+type PublicInputs<Tree> = stacked::PublicInputs<
+    <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain,
+    DefaultPieceDomain,
+>;
+
+struct TreePartitions<Tree: 'static + MerkleTreeTrait> {
+    public_inputs: PublicInputs<Tree>,
+    vanilla_params: stacked::PublicParams<Tree>,
+    proofs: Vec<Vec<stacked::Proof<Tree, DefaultPieceHasher>>>,
+}
+
+impl<Tree: 'static + MerkleTreeTrait> Partitions for TreePartitions<Tree> {
+    fn count(&self) -> usize {
+        self.proofs.len()
+    }
+
+    fn synthesize(&self, k: usize) -> Result<Assignment> {
+        let proof = self
+            .proofs
+            .get(k)
+            .ok_or_else(|| anyhow!("partition {k} does not exist"))?;
+        // storage-proofs asserts on malformed vanilla proofs; a bad C1 must be an error, not a
+        // crashed worker.
+        let built = catch_unwind(AssertUnwindSafe(|| {
+            let circuit = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<
+                StackedDrg<'_, Tree, DefaultPieceHasher>,
+                _,
+            >>::circuit(
+                &self.public_inputs,
+                Default::default(),
+                proof,
+                &self.vanilla_params,
+                Some(k),
+            )?;
+            groth16::synthesize(circuit).map_err(anyhow::Error::from)
+        }));
+        match built {
+            Ok(result) => result.with_context(|| format!("synthesis of partition {k} failed")),
+            Err(_) => bail!("C1 output is malformed: synthesis of partition {k} aborted"),
+        }
+    }
+
+    fn public_inputs(&self, k: usize) -> Result<Vec<Fr>> {
+        <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<
+            StackedDrg<'_, Tree, DefaultPieceHasher>,
+            _,
+        >>::generate_public_inputs(&self.public_inputs, &self.vanilla_params, Some(k))
+    }
+}
+
+/// One PoRep C2 job, ready to prove.
+pub struct PorepJob {
+    pub registered_proof: RegisteredSealProof,
+    pub miner_id: u64,
+    pub sector_number: u64,
+    /// The `.params` file this job's circuits need.
+    pub params_path: PathBuf,
+    partitions: Box<dyn Partitions>,
+}
+
+impl std::fmt::Debug for PorepJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PorepJob")
+            .field("registered_proof", &proof_name(self.registered_proof))
+            .field("miner_id", &self.miner_id)
+            .field("sector_number", &self.sector_number)
+            .field("partitions", &self.partitions.count())
+            .finish()
+    }
+}
+
+impl PorepJob {
+    /// Check a C1 output against the miner and sector it is said to be for, and prepare its
+    /// partitions. Fails on anything a sealing pipeline could not have produced for them.
+    pub fn new(c1: C1Input, miner_id: u64, sector_number: u64) -> Result<PorepJob> {
+        let proof = c1.registered_proof();
+        ensure!(
+            proof.major_version() == 1,
+            "registered proof {} is not a version 1 PoRep",
+            proof_name(proof)
+        );
+        if let Some(n) = c1.sector_number {
+            ensure!(
+                n == sector_number,
+                "the input is for sector {n}, but sector {sector_number} was asked for"
+            );
+        }
+        let config = proof.as_v1_config();
+        let prover_id = super::prover_id(miner_id);
+        let size = u64::from(proof.sector_size());
+        let (partitions, cache_id) = filecoin_proofs::with_shape!(
+            size,
+            build_partitions,
+            c1.output,
+            &config,
+            prover_id,
+            sector_number,
+        )?;
+        Ok(PorepJob {
+            registered_proof: proof,
+            miner_id,
+            sector_number,
+            params_path: params::params_path(&cache_id),
+            partitions,
+        })
+    }
+
+    /// Parse C1 bytes (either accepted form) and build the job.
+    pub fn from_c1_bytes(bytes: &[u8], miner_id: u64, sector_number: u64) -> Result<PorepJob> {
+        PorepJob::new(super::parse_c1(bytes)?, miner_id, sector_number)
+    }
+
+    pub fn sector_size(&self) -> u64 {
+        u64::from(self.registered_proof.sector_size())
+    }
+
+    pub fn is_non_interactive(&self) -> bool {
+        proof_name(self.registered_proof).contains("NonInteractive")
+    }
+}
+
+impl ProofJob for PorepJob {
+    fn partitions(&self) -> usize {
+        self.partitions.count()
+    }
+
+    fn srs(&self) -> Result<Arc<Srs>> {
+        params::require(&self.params_path, self.registered_proof)?;
+        SrsCache::global().get(&self.params_path)
+    }
+
+    fn synthesize(&self, partition: usize) -> Result<Assignment> {
+        self.partitions.synthesize(partition)
+    }
+
+    fn verify(&self, proofs: &[Proof]) -> Result<()> {
+        ensure!(
+            proofs.len() == self.partitions.count(),
+            "{} partition proofs for a job of {} partitions",
+            proofs.len(),
+            self.partitions.count()
+        );
+        let srs = self.srs()?;
+        let pvk = bellperson::groth16::prepare_verifying_key(&srs.vk);
+        for (k, proof) in proofs.iter().enumerate() {
+            let inputs = self.partitions.public_inputs(k)?;
+            let ok = bellperson::groth16::verify_proof(&pvk, proof, &inputs)
+                .map_err(|e| anyhow!("verification of partition {k} failed: {e}"))?;
+            ensure!(ok, "partition {k}'s proof does not verify");
+        }
+        Ok(())
+    }
+}
+
+fn build_partitions<Tree: 'static + MerkleTreeTrait>(
+    c1: SealCommitPhase1Output,
+    config: &PoRepConfig,
+    prover_id: [u8; 32],
+    sector_number: u64,
+) -> Result<(Box<dyn Partitions>, String)> {
+    let SealCommitPhase1Output {
+        registered_proof,
+        vanilla_proofs,
+        comm_r,
+        comm_d,
+        replica_id,
+        seed,
+        ticket,
+    } = c1;
+    let name = proof_name(registered_proof);
+    let proofs: Vec<Vec<stacked::Proof<Tree, DefaultPieceHasher>>> =
+        vanilla_proofs.try_into().map_err(|_| {
+            anyhow!(
+                "registered proof is {name}, but the vanilla proofs are for another sector size"
+            )
+        })?;
+    ensure!(comm_d != [0; 32], "C1 output has an all-zero comm_d");
+    ensure!(comm_r != [0; 32], "C1 output has an all-zero comm_r");
+    ensure!(seed != [0; 32], "C1 output has an all-zero seed");
+    let expected = usize::from(config.partitions);
+    ensure!(
+        proofs.len() == expected,
+        "C1 output has {} partitions, {name} has {expected}",
+        proofs.len()
+    );
+    ensure!(
+        proofs.iter().all(|p| !p.is_empty()),
+        "C1 output has a partition without vanilla proofs"
+    );
+
+    // The replica id binds the C1 to its miner, sector, ticket and data: recompute it as
+    // `verify_seal` does, so a C1 for another sector is rejected before any proving.
+    let expected_replica = stacked::generate_replica_id::<Tree::Hasher, _>(
+        &prover_id,
+        sector_number,
+        &ticket,
+        comm_d,
+        &config.porep_id,
+    );
+    let replica_bytes: [u8; 32] = replica_id.into();
+    ensure!(
+        expected_replica.into_bytes() == replica_bytes.to_vec(),
+        "C1 output was not made for miner and sector {sector_number} as given (replica id differs)"
+    );
+    let replica_id = <Tree::Hasher as Hasher>::Domain::try_from_bytes(&replica_bytes)
+        .context("C1 replica id is not a field element")?;
+
+    let public_inputs = stacked::PublicInputs {
+        replica_id,
+        tau: Some(stacked::Tau {
+            comm_d: DefaultPieceDomain::try_from_bytes(&comm_d)
+                .context("C1 comm_d is not a field element")?,
+            comm_r: as_safe_commitment(&comm_r, "comm_r")?,
+        }),
+        k: None,
+        seed: Some(seed),
+    };
+    let compound = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<
+        StackedDrg<'_, Tree, DefaultPieceHasher>,
+        _,
+    >>::setup(&compound_proof::SetupParams {
+        vanilla_params: setup_params(config)?,
+        partitions: Some(expected),
+        priority: false,
+    })?;
+    let vanilla_params = compound.vanilla_params;
+
+    // Checking the vanilla proofs costs hashing, not proving: a tampered C1 is caught here
+    // with a clear error instead of minutes later as a proof that does not verify.
+    let valid = catch_unwind(AssertUnwindSafe(|| {
+        StackedDrg::<Tree, DefaultPieceHasher>::verify_all_partitions(
+            &vanilla_params,
+            &public_inputs,
+            &proofs,
+        )
+    }));
+    match valid {
+        Ok(Ok(true)) => {}
+        Ok(Ok(false)) => {
+            bail!("C1 vanilla proofs do not verify: the C1 output is corrupt or tampered")
+        }
+        Ok(Err(e)) => bail!("C1 vanilla proofs cannot be checked: {e:#}"),
+        Err(_) => bail!("C1 output is malformed: checking its vanilla proofs aborted"),
+    }
+
+    let cache_id = <StackedCompound<Tree, DefaultPieceHasher> as CacheableParameters<
+        stacked::StackedCircuit<Tree, DefaultPieceHasher>,
+        _,
+    >>::cache_identifier(&vanilla_params);
+    Ok((
+        Box::new(TreePartitions {
+            public_inputs,
+            vanilla_params,
+            proofs,
+        }),
+        cache_id,
+    ))
+}

@@ -1,0 +1,93 @@
+//! Shared test fixtures: test parameters (generated once, cached across runs under
+//! /var/tmp/c2q-test-params, never in the official directory) and 2 KiB sectors sealed on the
+//! fly with filecoin-proofs.
+#![allow(dead_code)]
+
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Once;
+
+use c2q::porep::testdata::{self, Sealed};
+use filecoin_proofs_api::RegisteredSealProof;
+
+pub const TEST_PARAMS: &str = "/var/tmp/c2q-test-params";
+
+pub fn c2q() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_c2q"))
+}
+
+/// Point filecoin-proofs (in this process) at the test parameters before it reads its settings.
+pub fn use_test_params() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", TEST_PARAMS));
+}
+
+/// Make sure the 2 KiB test parameters exist, generating them with `c2q params generate` on
+/// first use. A file lock keeps concurrent tests and test binaries from generating twice.
+pub fn ensure_2kib_params() -> PathBuf {
+    use_test_params();
+    let dir = Path::new(TEST_PARAMS);
+    std::fs::create_dir_all(dir).expect("create test parameter directory");
+    let lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(".generate.lock"))
+        .expect("open lock file");
+    lock.lock().expect("lock test parameter directory");
+    let id = c2q::porep::params::cache_id(RegisteredSealProof::StackedDrg2KiBV1_1).unwrap();
+    let path = dir.join(format!("v28-{id}.params"));
+    if !path.exists() {
+        let out = c2q()
+            .args([
+                "params",
+                "generate",
+                "--proof",
+                "StackedDrg2KiBV1_1",
+                "--dir",
+                TEST_PARAMS,
+            ])
+            .output()
+            .expect("run c2q params generate");
+        assert!(
+            out.status.success(),
+            "params generate failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    path
+}
+
+pub fn seal(proof: RegisteredSealProof, miner: u64, sector: u64, rng_seed: u64) -> Sealed {
+    use_test_params();
+    testdata::seal_2kib(proof, miner, sector, rng_seed).expect("seal a test sector")
+}
+
+/// Write the C1 (raw, or in a Commit2In envelope) for the CLI.
+pub fn write_c1(sealed: &Sealed, dir: &Path, commit2in: bool) -> PathBuf {
+    let p = dir.join(format!("c1-{}.json", sealed.sector));
+    let bytes = if commit2in {
+        sealed.commit2in_json().unwrap()
+    } else {
+        sealed.c1_json().unwrap()
+    };
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+/// filecoin-proofs' own verifier, with the test parameters.
+pub fn verify_seal(s: &Sealed, proof: &[u8]) -> bool {
+    use_test_params();
+    filecoin_proofs_api::seal::verify_seal(
+        s.proof,
+        s.comm_r,
+        s.comm_d,
+        c2q::porep::prover_id(s.miner),
+        s.sector.into(),
+        s.ticket,
+        s.seed,
+        proof,
+    )
+    .unwrap_or(false)
+}
