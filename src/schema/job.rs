@@ -244,12 +244,40 @@ mod tests {
         assert_ne!(da.digest, dc.digest);
     }
 
+    /// The job as a producer with a free-form `kind` would write it.
+    #[derive(Serialize)]
+    struct RawJob<'a> {
+        v: u32,
+        job_id: &'a str,
+        kind: &'a str,
+        registered_proof: &'a str,
+        miner_id: u64,
+        sector_number: u64,
+        #[serde(with = "serde_bytes")]
+        phase1_output: &'a [u8],
+    }
+
     #[test]
     fn fields_are_named_on_the_wire() {
         let bytes = encode(&canary("c-1")).unwrap();
-        let v: serde_json::Value = rmp_serde::from_slice(&bytes).unwrap();
-        assert_eq!(v["job_id"], "c-1");
-        assert_eq!(v["kind"], "canary");
+        for name in ["job_id", "kind", "registered_proof", "phase1_output", "canary"] {
+            assert!(
+                bytes.windows(name.len()).any(|w| w == name.as_bytes()),
+                "{name} is not on the wire"
+            );
+        }
+        // And a map with named fields written by someone else decodes.
+        let raw = RawJob {
+            v: 1,
+            job_id: "p-2",
+            kind: "porep-c2",
+            registered_proof: "StackedDrg2KiBV1_1",
+            miner_id: 1,
+            sector_number: 2,
+            phase1_output: &zstd::encode_all(&b"{}"[..], 1).unwrap(),
+        };
+        let d = decode(&rmp_serde::to_vec_named(&raw).unwrap(), &Limits::default()).unwrap();
+        assert_eq!(d.job.sector_number, 2);
     }
 
     #[test]
@@ -258,11 +286,17 @@ mod tests {
         let mut j = canary("c-1");
         j.v = 2;
         assert_eq!(kind_of(&encode(&j).unwrap()), ErrorKind::UnknownVersion);
-        let mut m: serde_json::Value =
-            rmp_serde::from_slice(&encode(&canary("c-1")).unwrap()).unwrap();
-        m["kind"] = "window-post".into();
+        let raw = RawJob {
+            v: 1,
+            job_id: "w-1",
+            kind: "window-post",
+            registered_proof: "StackedDrg2KiBV1_1",
+            miner_id: 1,
+            sector_number: 2,
+            phase1_output: b"",
+        };
         assert_eq!(
-            kind_of(&rmp_serde::to_vec_named(&m).unwrap()),
+            kind_of(&rmp_serde::to_vec_named(&raw).unwrap()),
             ErrorKind::WrongKind
         );
         let bytes = encode(&canary("c-1")).unwrap();

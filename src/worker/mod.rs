@@ -85,7 +85,7 @@ pub async fn run_async(cfg: Config) -> Result<()> {
     let gate = Gate::new(budget.jobs);
     metrics.gate_budget_bytes.set(budget.jobs as i64);
     let backend: Arc<dyn Backend> = match cfg.pipeline.backend.as_str() {
-        "cpu" => Arc::new(CpuBackend::default()),
+        "cpu" => Arc::new(CpuBackend),
         other => bail!("pipeline.backend {other:?} is not available in this build (try \"cpu\")"),
     };
     let pipeline = Pipeline::start(backend, cfg.pipeline.finalizer_threads)?;
