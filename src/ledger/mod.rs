@@ -15,6 +15,24 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 
 use crate::config::{secret, LedgerConfig};
 
+fn manager_config() -> ManagerConfig {
+    ManagerConfig {
+        recycling_method: RecyclingMethod::Fast,
+    }
+}
+
+fn tls_connector() -> Result<postgres_native_tls::MakeTlsConnector> {
+    let mut builder = native_tls::TlsConnector::builder();
+    if let Some(path) = std::env::var_os("C2Q_PG_SSLROOTCERT") {
+        let pem = std::fs::read(&path)
+            .with_context(|| format!("reading {}", std::path::Path::new(&path).display()))?;
+        let cert = native_tls::Certificate::from_pem(&pem).context("C2Q_PG_SSLROOTCERT")?;
+        builder.add_root_certificate(cert);
+    }
+    let connector = builder.build().context("initialising TLS")?;
+    Ok(postgres_native_tls::MakeTlsConnector::new(connector))
+}
+
 /// What identifies a job and its payload.
 #[derive(Clone, Debug)]
 pub struct JobIdentity {
@@ -68,18 +86,15 @@ impl Ledger {
         pg.options(format!("-c search_path={}", cfg.schema));
         pg.application_name("c2q");
         pg.connect_timeout(Duration::from_secs(5));
-        // TLS when the server offers it (`sslmode=prefer`, the default) or demands it
-        // (`sslmode=require`), with the system's trust roots.
-        let tls = postgres_native_tls::MakeTlsConnector::new(
-            native_tls::TlsConnector::new().context("initialising TLS")?,
-        );
-        let manager = Manager::from_config(
-            pg,
-            tls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
+        let manager = if pg.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
+            // `sslmode=require`: TLS, with the server certificate verified against the system
+            // roots plus the CA in `C2Q_PG_SSLROOTCERT`, if set.
+            Manager::from_config(pg, tls_connector()?, manager_config())
+        } else {
+            // `disable`, and `prefer` (the default) as a plain connection: an unverified
+            // "opportunistic" TLS session would only add the appearance of security.
+            Manager::from_config(pg, tokio_postgres::NoTls, manager_config())
+        };
         let pool = Pool::builder(manager)
             .max_size(cfg.pool_size.max(1))
             .build()

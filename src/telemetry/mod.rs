@@ -11,7 +11,8 @@ pub fn init_logging(format: &str) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     // A second initialisation (tests, embedding) keeps the first subscriber.
     let _ = if format == "json" {
         builder.json().try_init()

@@ -4,6 +4,7 @@
 //! Shutdown: SIGTERM (or a first SIGINT) stops fetching, lets in-flight jobs finish, publish
 //! and ack, and exits 0. A second SIGINT exits at once; the broker redelivers what was unacked.
 
+mod fault;
 mod handle;
 pub mod jobs;
 mod reply;
@@ -88,6 +89,7 @@ pub async fn run_async(cfg: Config) -> Result<()> {
         "cpu" => Arc::new(CpuBackend),
         other => bail!("pipeline.backend {other:?} is not available in this build (try \"cpu\")"),
     };
+    let backend = fault::wrap_backend(cfg.pipeline.fault.as_deref(), backend);
     let pipeline = Pipeline::start(backend, cfg.pipeline.finalizer_threads)?;
     let ledger = Ledger::connect(&cfg.ledger).await?;
     health.ledger_up.store(true, Ordering::Relaxed);
