@@ -150,8 +150,13 @@ async fn each_bad_input_class_fails_permanently_into_the_dead_letter_queue() {
     for (id, payload, _) in &cases {
         publish_raw(&b, id, payload).await;
     }
+    let mut results = std::collections::HashMap::new();
+    while results.len() < cases.len() {
+        let r = next_result(&b, T).await;
+        results.insert(r.job_id.clone(), r);
+    }
     for (id, _, kind) in &cases {
-        let r = result_for(&b, id, T).await;
+        let r = results.remove(id.as_str()).expect("a result per job");
         assert_eq!(r.status, Status::Failed, "{id}");
         let err = r.error.unwrap();
         assert_eq!(err.kind, *kind, "{id}: {}", err.message);

@@ -84,6 +84,11 @@ impl Worker {
             }
         };
         let job = &decoded.job;
+        // A redelivery of a job this process is still proving (its channel was closed under
+        // it, e.g. by the consumer timeout) waits for that proof and is then answered from the
+        // ledger instead of being proved a second time.
+        let lock = self.job_lock(&job.job_id);
+        let _proving = lock.lock().await;
         let echo = Echo::of(job);
         let identity = JobIdentity {
             job_id: job.job_id.clone(),
@@ -191,6 +196,13 @@ impl Worker {
         tracing::info!(job_id = %job.job_id, partitions = proved.timings.len(),
             verify_ms = proved.verify_ms, "proof verified and recorded");
         Outcome::Answer(echo.ok(&self.name, proved.proof, attempts, false, proved.timings))
+    }
+
+    fn job_lock(&self, job_id: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.job_locks.lock().unwrap_or_else(|p| p.into_inner());
+        // Forget locks nobody holds or waits for.
+        locks.retain(|_, l| Arc::strong_count(l) > 1);
+        locks.entry(job_id.to_string()).or_default().clone()
     }
 
     /// Record a failure in the ledger (best effort: the dead-letter queue is the record of

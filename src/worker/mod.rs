@@ -62,6 +62,8 @@ pub(crate) struct Worker {
     health: Arc<Health>,
     /// SRS memory held while an SRS stays loaded, keyed like `Estimate::srs_key`.
     resident: Mutex<HashMap<String, Reservation>>,
+    /// One lock per job id being processed here (see `handle`).
+    job_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 pub async fn run_async(cfg: Config) -> Result<()> {
@@ -103,6 +105,7 @@ pub async fn run_async(cfg: Config) -> Result<()> {
         metrics,
         health,
         resident: Mutex::new(HashMap::new()),
+        job_locks: Mutex::new(HashMap::new()),
         cfg,
     });
     let largest = worker.fetch_bytes();

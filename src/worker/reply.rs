@@ -101,9 +101,7 @@ pub(super) async fn settle(worker: &Worker, delivery: &Delivery, outcome: Outcom
                     libc::kill(libc::getpid(), libc::SIGKILL);
                 }
             }
-            if !result.from_ledger {
-                worker.ledger.mark_published(&result.job_id).await?;
-            }
+            worker.ledger.mark_published(&result.job_id).await?;
             Ok(())
         }
         Outcome::Failed(error, echo, retries) => {
