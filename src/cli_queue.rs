@@ -88,11 +88,14 @@ pub fn read_c1(path: &Path) -> Result<(Vec<u8>, String)> {
 
 /// Build the job message for `c2q submit`.
 pub fn build_job(args: &SubmitArgs) -> Result<JobV1> {
+    let mut digest = Sha256::new();
     let (kind, registered_proof, payload, canary) = if args.canary {
         let seed = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0);
+        digest.update(seed.to_le_bytes());
+        digest.update(args.partitions.to_le_bytes());
         let spec = CanarySpec {
             partitions: args.partitions,
             seed,
@@ -101,16 +104,14 @@ pub fn build_job(args: &SubmitArgs) -> Result<JobV1> {
     } else {
         let path = args.file.as_deref().context("a C1 file is required")?;
         let (c1, proof) = read_c1(path)?;
+        // The default job id hashes the C1 itself (as `ops/examples/producer.py` does), so
+        // the same sector submitted twice, in either file form, is proved once.
+        digest.update(&c1);
         let compressed = zstd::encode_all(&c1[..], 3).context("compressing the C1 output")?;
         (JobKind::PorepC2, proof, compressed, None)
     };
     let job_id = args.job_id.clone().unwrap_or_else(|| {
-        let mut h = Sha256::new();
-        h.update(&payload);
-        if let Some(c) = &canary {
-            h.update(c.seed.to_le_bytes());
-        }
-        let d = h.finalize();
+        let d = digest.finalize();
         format!("{}-{}-{}", args.miner, args.sector, hex::encode(&d[..6]))
     });
     Ok(JobV1 {
