@@ -336,4 +336,3 @@ pub fn dlq_summary(props: &BasicProperties) -> (String, String, i64, i64, i64, S
     let error = headers::get_str(props, headers::ERROR).unwrap_or_default();
     (id, reason, attempts, miner, sector, error)
 }
-

@@ -20,8 +20,19 @@ async fn python_producer_and_c2q_submit_get_proofs_that_filecoin_proofs_accepts(
 
     let proof_py = env.dir.path().join("py.proof");
     let out = Command::new("python3")
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/ops/examples/producer.py"))
-        .args(["--miner", "1000", "--sector", "7", "--wait", "--timeout", "300"])
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/ops/examples/producer.py"
+        ))
+        .args([
+            "--miner",
+            "1000",
+            "--sector",
+            "7",
+            "--wait",
+            "--timeout",
+            "300",
+        ])
         .arg("--c1")
         .arg(&raw)
         .arg("--prefix")
@@ -39,7 +50,10 @@ async fn python_producer_and_c2q_submit_get_proofs_that_filecoin_proofs_accepts(
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(summary["status"], "ok");
     let proof = std::fs::read(&proof_py).unwrap();
-    assert!(common::verify_seal(&sealed, &proof), "verify_seal rejected the proof");
+    assert!(
+        common::verify_seal(&sealed, &proof),
+        "verify_seal rejected the proof"
+    );
 
     // The same sector through `c2q submit` in the Commit2In envelope: the default job id is
     // derived from the C1 as the Python producer derives it, so it is answered from the ledger.
@@ -47,18 +61,29 @@ async fn python_producer_and_c2q_submit_get_proofs_that_filecoin_proofs_accepts(
     let cfg = env.write_config("cli", &env.config);
     let proof_cli = env.dir.path().join("cli.proof");
     let out = Command::new(c2q_bin())
-        .args(["submit", "--miner", "1000", "--sector", "7", "--wait", "--config"])
+        .args([
+            "submit", "--miner", "1000", "--sector", "7", "--wait", "--config",
+        ])
         .arg(&cfg)
         .arg("--out")
         .arg(&proof_cli)
         .arg(&c2in)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let summary: serde_json::Value = serde_json::from_slice(&out.stdout[out.stdout.iter().position(|&c| c == b'{').unwrap()..]).unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: serde_json::Value =
+        serde_json::from_slice(&out.stdout[out.stdout.iter().position(|&c| c == b'{').unwrap()..])
+            .unwrap();
     assert_eq!(summary["status"], "ok");
     assert_eq!(summary["from_ledger"], true, "{summary}");
-    assert!(common::verify_seal(&sealed, &std::fs::read(&proof_cli).unwrap()));
+    assert!(common::verify_seal(
+        &sealed,
+        &std::fs::read(&proof_cli).unwrap()
+    ));
 
     let status = Command::new(c2q_bin())
         .args(["status", "--config"])
@@ -66,7 +91,14 @@ async fn python_producer_and_c2q_submit_get_proofs_that_filecoin_proofs_accepts(
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&status.stdout);
-    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
-    assert!(text.contains(&format!("{}.jobs", env.prefix)) && text.contains("published"), "{text}");
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    assert!(
+        text.contains(&format!("{}.jobs", env.prefix)) && text.contains("published"),
+        "{text}"
+    );
     env.cleanup().await;
 }

@@ -22,7 +22,10 @@ async fn kill_9_between_publish_and_ack_does_not_prove_twice() {
     assert_eq!(first.status, Status::Ok);
     assert_eq!(doomed.wait_exit(T).await, None, "killed by SIGKILL");
     let ledger = env.ledger().await;
-    assert_eq!(ledger.get("kpub-1").await.unwrap().unwrap().status, "proved");
+    assert_eq!(
+        ledger.get("kpub-1").await.unwrap().unwrap().status,
+        "proved"
+    );
 
     // The unacked job comes back; a healthy worker answers it from the ledger.
     let _w = env.spawn_worker("healthy");
@@ -69,9 +72,16 @@ async fn sigterm_drains_in_flight_jobs_and_exits_zero() {
     let r = result_for(&b, "drain-1", T).await;
     assert_eq!(r.status, Status::Ok);
     let ledger = env.ledger().await;
-    assert_eq!(ledger.get("drain-1").await.unwrap().unwrap().status, "published");
+    assert_eq!(
+        ledger.get("drain-1").await.unwrap().unwrap().status,
+        "published"
+    );
     assert!(ledger.get("drain-2").await.unwrap().is_none());
-    assert_eq!(depth(&b, &b.names.jobs_queue()).await, 1, "drain-1 acked, drain-2 untouched");
+    assert_eq!(
+        depth(&b, &b.names.jobs_queue()).await,
+        1,
+        "drain-1 acked, drain-2 untouched"
+    );
     env.cleanup().await;
 }
 
@@ -87,7 +97,11 @@ async fn second_sigint_exits_at_once_and_the_job_is_redelivered() {
     w.wait_log("SIGINT: draining", T).await;
     w.signal(libc::SIGINT);
     assert_eq!(w.wait_exit(T).await, Some(130));
-    assert!(t.elapsed() < Duration::from_secs(5), "exit took {:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "exit took {:?}",
+        t.elapsed()
+    );
     // Back in the queue (the connection died with the process).
     let deadline = Instant::now() + T;
     while depth(&b, &b.names.jobs_queue()).await != 1 {

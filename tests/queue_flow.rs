@@ -45,7 +45,10 @@ async fn canary_job_is_proved_published_acked_and_recorded_with_overlapping_stag
 
     let (code, metrics) = http_get(&addr, "/metrics").await;
     assert_eq!(code, 200);
-    assert!(metrics.contains("c2q_jobs_total{outcome=\"proved\"} 1"), "{metrics}");
+    assert!(
+        metrics.contains("c2q_jobs_total{outcome=\"proved\"} 1"),
+        "{metrics}"
+    );
     assert!(metrics.contains("c2q_stage_seconds_count{stage=\"synthesis\"} 6"));
     assert!(metrics.contains("c2q_stage_seconds_count{stage=\"finish\"} 6"));
     assert!(metrics.contains("c2q_gate_budget_bytes"));
@@ -79,7 +82,9 @@ async fn duplicates_are_answered_from_the_ledger_and_reused_ids_rejected() {
     let third = result_for(&b, "dup-1", T).await;
     assert_eq!(third.status, Status::Failed);
     assert_eq!(third.error.unwrap().kind, ErrorKind::DuplicateMismatch);
-    let dead = next_message(&b, &b.names.dlq(), T).await.expect("dead letter");
+    let dead = next_message(&b, &b.names.dlq(), T)
+        .await
+        .expect("dead letter");
     assert_eq!(
         c2q::broker::headers::get_str(&dead.properties, "x-c2q-reason").as_deref(),
         Some("duplicate_mismatch")
@@ -113,19 +118,36 @@ async fn each_bad_input_class_fails_permanently_into_the_dead_letter_queue() {
     let b = env.broker().await;
 
     let mut cases: Vec<(String, Vec<u8>, ErrorKind)> = vec![];
-    cases.push(("bad-garbage".into(), b"\xc1 not msgpack".to_vec(), ErrorKind::Undecodable));
+    cases.push((
+        "bad-garbage".into(),
+        b"\xc1 not msgpack".to_vec(),
+        ErrorKind::Undecodable,
+    ));
     let whole = c2q::schema::job::encode(&canary_job("bad-trunc", 2, 1)).unwrap();
-    cases.push(("bad-trunc".into(), whole[..whole.len() / 2].to_vec(), ErrorKind::Undecodable));
+    cases.push((
+        "bad-trunc".into(),
+        whole[..whole.len() / 2].to_vec(),
+        ErrorKind::Undecodable,
+    ));
     let mut v2 = canary_job("bad-version", 2, 1);
     v2.v = 2;
-    cases.push(("bad-version".into(), c2q::schema::job::encode(&v2).unwrap(), ErrorKind::UnknownVersion));
+    cases.push((
+        "bad-version".into(),
+        c2q::schema::job::encode(&v2).unwrap(),
+        ErrorKind::UnknownVersion,
+    ));
     #[derive(serde::Serialize)]
     struct OtherKind<'a> {
         v: u32,
         job_id: &'a str,
         kind: &'a str,
     }
-    let other = rmp_serde::to_vec_named(&OtherKind { v: 1, job_id: "bad-kind", kind: "window-post" }).unwrap();
+    let other = rmp_serde::to_vec_named(&OtherKind {
+        v: 1,
+        job_id: "bad-kind",
+        kind: "window-post",
+    })
+    .unwrap();
     cases.push(("bad-kind".into(), other, ErrorKind::WrongKind));
     // A real 2 KiB C1 claimed to be a 32 GiB job's.
     let sealed = c2q::porep::testdata::seal_2kib(
@@ -137,15 +159,27 @@ async fn each_bad_input_class_fails_permanently_into_the_dead_letter_queue() {
     .unwrap();
     let c1 = sealed.c1_json().unwrap();
     let mismatch = porep_job("bad-type", "StackedDrg2KiBV1", &c1);
-    cases.push(("bad-type".into(), c2q::schema::job::encode(&mismatch).unwrap(), ErrorKind::ProofTypeMismatch));
+    cases.push((
+        "bad-type".into(),
+        c2q::schema::job::encode(&mismatch).unwrap(),
+        ErrorKind::ProofTypeMismatch,
+    ));
     let mut tampered = serde_json::from_slice::<serde_json::Value>(&c1).unwrap();
     tampered["comm_r"] = serde_json::json!("garbage");
     let tampered = serde_json::to_vec(&tampered).unwrap();
     let malformed = porep_job("bad-c1", "StackedDrg2KiBV1_1", &tampered);
-    cases.push(("bad-c1".into(), c2q::schema::job::encode(&malformed).unwrap(), ErrorKind::MalformedC1));
+    cases.push((
+        "bad-c1".into(),
+        c2q::schema::job::encode(&malformed).unwrap(),
+        ErrorKind::MalformedC1,
+    ));
     // A zstd bomb: 64 MiB of zeros in a few KiB, against a 1 MiB limit.
     let bomb = porep_job("bad-bomb", "StackedDrg2KiBV1_1", &vec![0u8; 64 << 20]);
-    cases.push(("bad-bomb".into(), c2q::schema::job::encode(&bomb).unwrap(), ErrorKind::Oversize));
+    cases.push((
+        "bad-bomb".into(),
+        c2q::schema::job::encode(&bomb).unwrap(),
+        ErrorKind::Oversize,
+    ));
 
     for (id, payload, _) in &cases {
         publish_raw(&b, id, payload).await;
@@ -165,13 +199,19 @@ async fn each_bad_input_class_fails_permanently_into_the_dead_letter_queue() {
     // Every one is in the DLQ with its reason; none was retried.
     let mut reasons = std::collections::HashMap::new();
     for _ in 0..cases.len() {
-        let d = next_message(&b, &b.names.dlq(), T).await.expect("dead letter");
+        let d = next_message(&b, &b.names.dlq(), T)
+            .await
+            .expect("dead letter");
         let id = d.properties.message_id().as_ref().unwrap().to_string();
         let reason = c2q::broker::headers::get_str(&d.properties, "x-c2q-reason").unwrap();
         reasons.insert(id, reason);
     }
     for (id, _, kind) in &cases {
-        assert_eq!(reasons.get(id).map(String::as_str), Some(kind.as_str()), "{id}");
+        assert_eq!(
+            reasons.get(id).map(String::as_str),
+            Some(kind.as_str()),
+            "{id}"
+        );
     }
     assert_eq!(depth(&b, &b.names.retry_queue(1)).await, 0);
     assert_eq!(depth(&b, &b.names.jobs_queue()).await, 0);
@@ -190,9 +230,17 @@ async fn transient_failures_retry_with_backoff_then_dead_letter_and_replay_reset
     assert_eq!(r.status, Status::Failed);
     let err = r.error.unwrap();
     assert_eq!(err.kind, ErrorKind::RetriesExhausted, "{}", err.message);
-    assert!(err.message.contains("injected backend failure"), "{}", err.message);
+    assert!(
+        err.message.contains("injected backend failure"),
+        "{}",
+        err.message
+    );
     let log = worker.log();
-    assert_eq!(log.matches("transient failure: retrying later").count(), 2, "{log}");
+    assert_eq!(
+        log.matches("transient failure: retrying later").count(),
+        2,
+        "{log}"
+    );
     let ledger = env.ledger().await;
     let row = ledger.get("retry-1").await.unwrap().unwrap();
     assert_eq!(row.attempts, 3, "one try and two retries");
@@ -206,15 +254,26 @@ async fn transient_failures_retry_with_backoff_then_dead_letter_and_replay_reset
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&list.stdout);
-    assert!(list.status.success(), "{}", String::from_utf8_lossy(&list.stderr));
-    assert!(out.contains("retry-1") && out.contains("retries_exhausted"), "{out}");
+    assert!(
+        list.status.success(),
+        "{}",
+        String::from_utf8_lossy(&list.stderr)
+    );
+    assert!(
+        out.contains("retry-1") && out.contains("retries_exhausted"),
+        "{out}"
+    );
     let show = std::process::Command::new(c2q_bin())
         .args(["dlq", "show", "retry-1", "--config"])
         .arg(&cfg_path)
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&show.stdout).contains("\"attempts\": 2"));
-    assert_eq!(depth(&b, &b.names.dlq()).await, 1, "browsing keeps the dead letters");
+    assert_eq!(
+        depth(&b, &b.names.dlq()).await,
+        1,
+        "browsing keeps the dead letters"
+    );
 
     worker.signal(libc::SIGTERM);
     assert_eq!(worker.wait_exit(T).await, Some(0));
@@ -224,7 +283,11 @@ async fn transient_failures_retry_with_backoff_then_dead_letter_and_replay_reset
         .arg(&cfg_path)
         .output()
         .unwrap();
-    assert!(replay.status.success(), "{}", String::from_utf8_lossy(&replay.stderr));
+    assert!(
+        replay.status.success(),
+        "{}",
+        String::from_utf8_lossy(&replay.stderr)
+    );
     let r = result_for(&b, "retry-1", T).await;
     assert_eq!(r.status, Status::Ok, "{r:?}");
     assert_eq!(depth(&b, &b.names.dlq()).await, 0);

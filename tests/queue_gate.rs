@@ -26,7 +26,10 @@ async fn a_new_job_goes_to_the_free_worker_and_rss_stays_under_budget() {
     let b = env.broker().await;
     publish_job(&b, &canary_job("gate-long", 40, 21)).await;
     let ledger = env.ledger().await;
-    wait_row(&ledger, "gate-long", T, |r| r.worker.as_deref() == Some("A")).await;
+    wait_row(&ledger, "gate-long", T, |r| {
+        r.worker.as_deref() == Some("A")
+    })
+    .await;
 
     let free = env.spawn_worker("B");
     free.wait_log("worker started", T).await;
@@ -81,7 +84,10 @@ async fn health_and_ledger_answers_flow_while_proofs_compute() {
         "measurements must happen while the long proof computes"
     );
     assert!(worst < Duration::from_secs(1), "healthz took {worst:?}");
-    assert!(round_trip < Duration::from_secs(1), "ledger answer took {round_trip:?}");
+    assert!(
+        round_trip < Duration::from_secs(1),
+        "ledger answer took {round_trip:?}"
+    );
     wait_row(&ledger, "resp-long", T, |r| r.status == "published").await;
     env.cleanup().await;
 }

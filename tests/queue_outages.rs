@@ -150,14 +150,29 @@ impl Drop for TimeoutGuard {
 async fn channel_closed_by_consumer_timeout_is_survived() {
     let _serial = SERIAL.lock().await;
     let env = Env::new("ctmo");
-    let saved = (get_env("consumer_timeout"), get_env("channel_tick_interval"));
+    let saved = (
+        get_env("consumer_timeout"),
+        get_env("channel_tick_interval"),
+    );
     let guard = TimeoutGuard {
         consumer_timeout: saved.0.clone(),
         tick: saved.1.clone(),
     };
     // Channels read the tick interval when they open: set both before the worker starts.
-    run("rabbitmqctl", &["eval", "application:set_env(rabbit, consumer_timeout, 3000)."]);
-    run("rabbitmqctl", &["eval", "application:set_env(rabbit, channel_tick_interval, 500)."]);
+    run(
+        "rabbitmqctl",
+        &[
+            "eval",
+            "application:set_env(rabbit, consumer_timeout, 3000).",
+        ],
+    );
+    run(
+        "rabbitmqctl",
+        &[
+            "eval",
+            "application:set_env(rabbit, channel_tick_interval, 500).",
+        ],
+    );
     let w = env.spawn_worker("w");
     let b = env.broker().await;
     publish_job(&b, &canary_job("ctmo-1", 40, 61)).await;

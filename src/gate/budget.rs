@@ -94,7 +94,10 @@ mod tests {
 
     #[test]
     fn parses_proc_files() {
-        assert_eq!(parse_meminfo_total("MemTotal:  2048 kB\n"), Some(2048 * 1024));
+        assert_eq!(
+            parse_meminfo_total("MemTotal:  2048 kB\n"),
+            Some(2048 * 1024)
+        );
         assert_eq!(rss_bytes("Name: x\nVmRSS:\t  100 kB\n"), Some(100 * 1024));
     }
 }

@@ -78,8 +78,8 @@ impl Ledger {
     pub async fn connect(cfg: &LedgerConfig) -> Result<Ledger> {
         migrate::check_schema_name(&cfg.schema)?;
         let url = std::env::var("C2Q_PG_URL").unwrap_or_else(|_| cfg.url.clone());
-        let mut pg = tokio_postgres::Config::from_str(&url)
-            .context("invalid ledger connection string")?;
+        let mut pg =
+            tokio_postgres::Config::from_str(&url).context("invalid ledger connection string")?;
         if let Some(password) = secret("C2Q_PG_PASSWORD", cfg.password_file.as_deref())? {
             pg.password(password);
         }
@@ -106,7 +106,11 @@ impl Ledger {
         let schema = cfg.schema.clone();
         ledger
             .retrying(|| async {
-                let mut client = ledger.pool.get().await.context("connecting to PostgreSQL")?;
+                let mut client = ledger
+                    .pool
+                    .get()
+                    .await
+                    .context("connecting to PostgreSQL")?;
                 migrate::migrate(&mut client, &schema).await
             })
             .await?;
@@ -305,7 +309,10 @@ impl Ledger {
             )
             .await
             .context("ledger: listing running jobs")?;
-        Ok(rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect())
+        Ok(rows
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect())
     }
 
     /// Whether the database answers now (for `/readyz`).

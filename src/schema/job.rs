@@ -120,7 +120,10 @@ pub fn decode(bytes: &[u8], limits: &Limits) -> Result<DecodedJob, JobError> {
         ));
     }
     let job: JobV1 = rmp_serde::from_slice(bytes).map_err(|e| {
-        JobError::new(ErrorKind::Undecodable, format!("job v1 does not decode: {e}"))
+        JobError::new(
+            ErrorKind::Undecodable,
+            format!("job v1 does not decode: {e}"),
+        )
     })?;
     validate_id(&job.job_id)?;
     let c1 = match job.kind {
@@ -260,7 +263,13 @@ mod tests {
     #[test]
     fn fields_are_named_on_the_wire() {
         let bytes = encode(&canary("c-1")).unwrap();
-        for name in ["job_id", "kind", "registered_proof", "phase1_output", "canary"] {
+        for name in [
+            "job_id",
+            "kind",
+            "registered_proof",
+            "phase1_output",
+            "canary",
+        ] {
             assert!(
                 bytes.windows(name.len()).any(|w| w == name.as_bytes()),
                 "{name} is not on the wire"
@@ -310,7 +319,10 @@ mod tests {
             seed: 1,
         });
         assert_eq!(kind_of(&encode(&c).unwrap()), ErrorKind::Oversize);
-        assert_eq!(kind_of(&encode(&canary("bad id!")).unwrap()), ErrorKind::Undecodable);
+        assert_eq!(
+            kind_of(&encode(&canary("bad id!")).unwrap()),
+            ErrorKind::Undecodable
+        );
     }
 
     #[test]

@@ -53,7 +53,10 @@ impl Limits {
             }
         }
         let decoder = zstd::stream::read::Decoder::new(compressed).map_err(|e| {
-            JobError::new(ErrorKind::MalformedC1, format!("phase1_output is not zstd: {e}"))
+            JobError::new(
+                ErrorKind::MalformedC1,
+                format!("phase1_output is not zstd: {e}"),
+            )
         })?;
         let mut out = Vec::new();
         decoder

@@ -57,7 +57,10 @@ impl Worker {
                 }
             }
             Err(e) => {
-                tracing::error!(error = format!("{e:#}"), "could not settle the job; handing it back");
+                tracing::error!(
+                    error = format!("{e:#}"),
+                    "could not settle the job; handing it back"
+                );
                 let requeue = BasicNackOptions {
                     requeue: true,
                     ..Default::default()
@@ -65,9 +68,12 @@ impl Worker {
                 let _ = delivery.acker.nack(requeue).await;
             }
         }
-        self.metrics.observe_ms("total", started.elapsed().as_millis() as u64);
+        self.metrics
+            .observe_ms("total", started.elapsed().as_millis() as u64);
         self.metrics.jobs_in_flight.dec();
-        self.metrics.gate_reserved_bytes.set(self.gate.used() as i64);
+        self.metrics
+            .gate_reserved_bytes
+            .set(self.gate.used() as i64);
         drop(fetched_on);
     }
 
@@ -77,7 +83,13 @@ impl Worker {
             Ok(d) => d,
             Err(e) => {
                 let job_id = schema::job::peek_job_id(&delivery.data)
-                    .or_else(|| delivery.properties.message_id().as_ref().map(|s| s.to_string()))
+                    .or_else(|| {
+                        delivery
+                            .properties
+                            .message_id()
+                            .as_ref()
+                            .map(|s| s.to_string())
+                    })
                     .unwrap_or_default();
                 tracing::warn!(job_id, error = %e, "rejected job message");
                 return Outcome::Failed(e, Echo::unknown(job_id), retries);
@@ -137,7 +149,9 @@ impl Worker {
         let est = built.estimate.clone();
         let srs_part = self.srs_needed(&est);
         reservation.shrink_to(srs_part + est.work(est.partitions));
-        self.metrics.gate_reserved_bytes.set(self.gate.used() as i64);
+        self.metrics
+            .gate_reserved_bytes
+            .set(self.gate.used() as i64);
         let reservation = Arc::new(reservation);
         let progress = {
             let r = reservation.clone();
@@ -225,7 +239,8 @@ impl Worker {
         for t in timings {
             self.metrics
                 .observe_ms("synthesis", t.synth_end_ms - t.synth_start_ms);
-            self.metrics.observe_ms("start", t.start_end_ms - t.start_start_ms);
+            self.metrics
+                .observe_ms("start", t.start_end_ms - t.start_start_ms);
             self.metrics
                 .observe_ms("finish", t.finish_end_ms - t.finish_start_ms);
         }

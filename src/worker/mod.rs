@@ -125,7 +125,10 @@ pub async fn run_async(cfg: Config) -> Result<()> {
     let fetched = worker.fetch_loop(&tracker, &stop).await;
     worker.health.draining.store(true, Ordering::Relaxed);
     tracker.close();
-    tracing::info!(in_flight = tracker.len(), "draining: waiting for in-flight jobs");
+    tracing::info!(
+        in_flight = tracker.len(),
+        "draining: waiting for in-flight jobs"
+    );
     tracker.wait().await;
     if let Some(b) = worker.broker.lock().await.take() {
         b.close().await;
@@ -137,27 +140,37 @@ pub async fn run_async(cfg: Config) -> Result<()> {
 
 impl Worker {
     /// Reserve, fetch, hand off; until `stop`.
-    async fn fetch_loop(self: &Arc<Self>, tracker: &TaskTracker, stop: &CancellationToken) -> Result<()> {
+    async fn fetch_loop(
+        self: &Arc<Self>,
+        tracker: &TaskTracker,
+        stop: &CancellationToken,
+    ) -> Result<()> {
         let poll = Duration::from_millis(self.cfg.broker.poll_interval_ms.max(10));
         loop {
             let reservation = tokio::select! {
                 r = self.gate.reserve(self.fetch_bytes()) => r,
                 _ = stop.cancelled() => return Ok(()),
             };
-            self.metrics.gate_reserved_bytes.set(self.gate.used() as i64);
+            self.metrics
+                .gate_reserved_bytes
+                .set(self.gate.used() as i64);
             if stop.is_cancelled() {
                 return Ok(());
             }
             let broker = self.broker().await?;
             let got = broker
                 .fetch
-                .basic_get(&broker.names.jobs_queue(), BasicGetOptions { no_ack: false })
+                .basic_get(
+                    &broker.names.jobs_queue(),
+                    BasicGetOptions { no_ack: false },
+                )
                 .await;
             match got {
                 Ok(Some(message)) => {
                     let worker = self.clone();
                     let delivery = message.delivery;
-                    tracker.spawn(async move { worker.handle(broker, delivery, reservation).await });
+                    tracker
+                        .spawn(async move { worker.handle(broker, delivery, reservation).await });
                 }
                 Ok(None) => {
                     drop(reservation);

@@ -93,7 +93,9 @@ pub(super) async fn settle(worker: &Worker, delivery: &Delivery, outcome: Outcom
                 }
                 Err(PublishErrorOr::Other(e)) => return Err(e),
             }
-            worker.metrics.observe_ms("publish", t.elapsed().as_millis() as u64);
+            worker
+                .metrics
+                .observe_ms("publish", t.elapsed().as_millis() as u64);
             if worker.cfg.pipeline.fault.as_deref() == Some("kill-after-publish") {
                 tracing::warn!(job_id = %result.job_id, "fault injection: SIGKILL between publish and ack");
                 // SAFETY: kill(2) on our own pid has no memory-safety preconditions.
@@ -209,10 +211,20 @@ async fn dead_letter(
     if props.message_id().is_none() && !job_id.is_empty() {
         props = props.with_message_id(job_id.into());
     }
-    publish_confirmed(&broker.publish, &broker.names.dlx(), "", &delivery.data, props)
-        .await
-        .context("dead-lettering the job")?;
-    worker.metrics.jobs.with_label_values(&["dead_lettered"]).inc();
+    publish_confirmed(
+        &broker.publish,
+        &broker.names.dlx(),
+        "",
+        &delivery.data,
+        props,
+    )
+    .await
+    .context("dead-lettering the job")?;
+    worker
+        .metrics
+        .jobs
+        .with_label_values(&["dead_lettered"])
+        .inc();
     tracing::warn!(job_id, reason = error.kind.as_str(), "job dead-lettered");
     Ok(())
 }

@@ -92,9 +92,13 @@ impl Env {
     }
 
     pub async fn broker(&self) -> Broker {
-        Broker::connect(&self.config.broker, self.config.retry.max_retries, "c2q-test")
-            .await
-            .expect("connect to RabbitMQ on 127.0.0.1")
+        Broker::connect(
+            &self.config.broker,
+            self.config.retry.max_retries,
+            "c2q-test",
+        )
+        .await
+        .expect("connect to RabbitMQ on 127.0.0.1")
     }
 
     pub async fn ledger(&self) -> Ledger {
@@ -110,7 +114,10 @@ impl Env {
         let mut queues = vec![n.jobs_queue(), n.dlq(), n.results()];
         queues.extend((1..=self.config.retry.max_retries).map(|a| n.retry_queue(a)));
         for q in queues {
-            let _ = b.publish.queue_delete(&q, QueueDeleteOptions::default()).await;
+            let _ = b
+                .publish
+                .queue_delete(&q, QueueDeleteOptions::default())
+                .await;
         }
         for e in [n.jobs_exchange(), n.dlx()] {
             let _ = b.publish.exchange_delete(&e, Default::default()).await;
@@ -148,9 +155,15 @@ pub async fn publish_raw(b: &Broker, message_id: &str, payload: &[u8]) {
                 .unwrap()
                 .as_secs(),
         );
-    publish_confirmed(&b.publish, &b.names.jobs_exchange(), JOB_KEY, payload, props)
-        .await
-        .expect("publish job");
+    publish_confirmed(
+        &b.publish,
+        &b.names.jobs_exchange(),
+        JOB_KEY,
+        payload,
+        props,
+    )
+    .await
+    .expect("publish job");
 }
 
 pub async fn publish_job(b: &Broker, job: &JobV1) {
@@ -186,7 +199,11 @@ pub async fn next_message(b: &Broker, queue: &str, timeout: Duration) -> Option<
             .await
             .expect("basic_get");
         if let Some(m) = got {
-            m.delivery.acker.ack(BasicAckOptions::default()).await.unwrap();
+            m.delivery
+                .acker
+                .ack(BasicAckOptions::default())
+                .await
+                .unwrap();
             return Some(m.delivery);
         }
         if Instant::now() > deadline {
@@ -226,7 +243,10 @@ pub async fn wait_row(
                 return row;
             }
         }
-        assert!(Instant::now() < deadline, "ledger row for {job_id} never matched");
+        assert!(
+            Instant::now() < deadline,
+            "ledger row for {job_id} never matched"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -302,7 +322,12 @@ impl WorkerProc {
     pub fn peak_rss(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
         let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-        line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+        line.split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            * 1024
     }
 }
 
