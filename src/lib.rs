@@ -9,3 +9,13 @@ pub mod groth16;
 pub mod job;
 pub mod porep;
 pub mod prove;
+
+pub mod broker;
+pub mod cli_queue;
+pub mod config;
+pub mod gate;
+pub mod ledger;
+pub mod pipeline;
+pub mod schema;
+pub mod telemetry;
+pub mod worker;

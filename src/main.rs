@@ -37,6 +37,14 @@ enum Command {
     /// Groth16 parameter files.
     #[command(subcommand)]
     Params(ParamsCommand),
+    /// Prove jobs from RabbitMQ until told to stop.
+    Worker(c2q::worker::WorkerArgs),
+    /// Enqueue a C2 job (raw C1 or Commit2In JSON) or a canary.
+    Submit(c2q::cli_queue::SubmitArgs),
+    /// Inspect, replay or purge dead-lettered jobs.
+    Dlq(c2q::cli_queue::DlqArgs),
+    /// Queue depths, jobs in flight, ledger counts.
+    Status(c2q::cli_queue::StatusArgs),
     /// Test inputs for trying c2q without a sealing pipeline.
     #[command(subcommand)]
     Testdata(TestdataCommand),
@@ -154,6 +162,17 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(EXIT_FAILED, &e),
         },
+        Command::Worker(args) => queue_exit(c2q::worker::run(args)),
+        Command::Submit(args) => queue_exit(c2q::cli_queue::submit(args)),
+        Command::Dlq(args) => queue_exit(c2q::cli_queue::dlq(args)),
+        Command::Status(args) => queue_exit(c2q::cli_queue::status(args)),
+    }
+}
+
+fn queue_exit(result: Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(EXIT_FAILED, &e),
     }
 }
 

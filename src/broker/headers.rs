@@ -1,0 +1,79 @@
+//! The AMQP headers c2q reads and writes, and typed access to them.
+
+use lapin::types::{AMQPValue, FieldTable, ShortString};
+use lapin::BasicProperties;
+
+/// Transient-failure retries so far (set by the worker when it sends a job to a delay queue).
+pub const ATTEMPTS: &str = "x-c2q-attempts";
+/// Why a job was dead-lettered: an `error.kind` string.
+pub const REASON: &str = "x-c2q-reason";
+pub const ERROR: &str = "x-c2q-error";
+pub const WORKER: &str = "x-c2q-worker";
+pub const MINER: &str = "x-c2q-miner";
+pub const SECTOR: &str = "x-c2q-sector";
+pub const DEAD_AT: &str = "x-c2q-dead-at-ms";
+/// Set by RabbitMQ on messages it dead-lettered itself (e.g. `delivery_limit`).
+pub const FIRST_DEATH_REASON: &str = "x-first-death-reason";
+/// Set by quorum queues: earlier deliveries of this message that were not acked.
+pub const DELIVERY_COUNT: &str = "x-delivery-count";
+
+pub fn get<'a>(props: &'a BasicProperties, key: &str) -> Option<&'a AMQPValue> {
+    props.headers().as_ref()?.inner().get(key)
+}
+
+pub fn get_int(props: &BasicProperties, key: &str) -> Option<i64> {
+    match get(props, key)? {
+        AMQPValue::ShortShortInt(v) => Some(*v as i64),
+        AMQPValue::ShortShortUInt(v) => Some(*v as i64),
+        AMQPValue::ShortInt(v) => Some(*v as i64),
+        AMQPValue::ShortUInt(v) => Some(*v as i64),
+        AMQPValue::LongInt(v) => Some(*v as i64),
+        AMQPValue::LongUInt(v) => Some(*v as i64),
+        AMQPValue::LongLongInt(v) => Some(*v),
+        AMQPValue::LongString(s) => String::from_utf8_lossy(s.as_bytes()).parse().ok(),
+        _ => None,
+    }
+}
+
+pub fn get_str(props: &BasicProperties, key: &str) -> Option<String> {
+    match get(props, key)? {
+        AMQPValue::LongString(s) => Some(String::from_utf8_lossy(s.as_bytes()).into_owned()),
+        AMQPValue::ShortString(s) => Some(s.as_str().to_string()),
+        _ => None,
+    }
+}
+
+/// Transient retries recorded on a message (0 for a fresh job).
+pub fn attempts(props: &BasicProperties) -> u32 {
+    get_int(props, ATTEMPTS)
+        .and_then(|v| u32::try_from(v).ok())
+        .unwrap_or(0)
+}
+
+/// A copy of `headers` with `set` applied and the keys in `remove` dropped.
+pub fn with(
+    headers: Option<&FieldTable>,
+    set: Vec<(&str, AMQPValue)>,
+    remove: &[&str],
+) -> FieldTable {
+    let mut out = FieldTable::default();
+    if let Some(h) = headers {
+        for (k, v) in h.inner() {
+            if !remove.contains(&k.as_str()) {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    for (k, v) in set {
+        out.insert(ShortString::from(k), v);
+    }
+    out
+}
+
+pub fn string(s: &str) -> AMQPValue {
+    AMQPValue::LongString(s.into())
+}
+
+pub fn int(v: i64) -> AMQPValue {
+    AMQPValue::LongLongInt(v)
+}

@@ -1,0 +1,136 @@
+//! Exchange and queue names under one prefix, and their idempotent declaration.
+//!
+//! ```text
+//! producer ──▶ {P}.jobs (direct) ──job──▶ {P}.jobs (quorum, x-delivery-limit, DLX {P}.dlx)
+//!                 ▲                                 │ worker: basic_get, gated by memory
+//!                 │ TTL expiry (dead-letter)        ├──▶ result ──▶ reply_to | {P}.results
+//!  {P}.retry.N (classic, per-message TTL) ◀─────────┤ transient failure, attempt N
+//!                                                   └──▶ {P}.dlx (fanout) ──▶ {P}.dlq
+//! ```
+//! One delay queue per retry level keeps messages with very different delays from blocking
+//! each other (TTL expiry happens only at a queue's head).
+
+use anyhow::{Context, Result};
+use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{Channel, ExchangeKind};
+
+/// Routing key of jobs on the job exchange.
+pub const JOB_KEY: &str = "job";
+
+#[derive(Clone, Debug)]
+pub struct Names {
+    pub prefix: String,
+}
+
+impl Names {
+    pub fn new(prefix: &str) -> Names {
+        Names {
+            prefix: prefix.to_string(),
+        }
+    }
+    pub fn jobs_exchange(&self) -> String {
+        format!("{}.jobs", self.prefix)
+    }
+    pub fn jobs_queue(&self) -> String {
+        format!("{}.jobs", self.prefix)
+    }
+    pub fn dlx(&self) -> String {
+        format!("{}.dlx", self.prefix)
+    }
+    pub fn dlq(&self) -> String {
+        format!("{}.dlq", self.prefix)
+    }
+    pub fn results(&self) -> String {
+        format!("{}.results", self.prefix)
+    }
+    pub fn retry_queue(&self, attempt: u32) -> String {
+        format!("{}.retry.{attempt}", self.prefix)
+    }
+}
+
+fn durable_queue() -> QueueDeclareOptions {
+    QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    }
+}
+
+fn str_value(s: &str) -> AMQPValue {
+    AMQPValue::LongString(s.into())
+}
+
+/// Declare everything. Safe to run from every worker and every `c2q submit`: declarations
+/// with identical arguments are no-ops.
+pub async fn declare(ch: &Channel, names: &Names, delivery_limit: u32, retries: u32) -> Result<()> {
+    let durable = ExchangeDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    for (name, kind) in [
+        (names.jobs_exchange(), ExchangeKind::Direct),
+        (names.dlx(), ExchangeKind::Fanout),
+    ] {
+        ch.exchange_declare(&name, kind, durable, FieldTable::default())
+            .await
+            .with_context(|| format!("declaring exchange {name}"))?;
+    }
+
+    let mut jobs = FieldTable::default();
+    jobs.insert("x-queue-type".into(), str_value("quorum"));
+    jobs.insert(
+        "x-delivery-limit".into(),
+        AMQPValue::LongInt(delivery_limit as i32),
+    );
+    jobs.insert("x-dead-letter-exchange".into(), str_value(&names.dlx()));
+    let q = names.jobs_queue();
+    ch.queue_declare(&q, durable_queue(), jobs)
+        .await
+        .with_context(|| format!("declaring quorum queue {q} (an existing queue with other arguments must be deleted or changed by policy)"))?;
+    ch.queue_bind(
+        &q,
+        &names.jobs_exchange(),
+        JOB_KEY,
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await
+    .context("binding the job queue")?;
+
+    // The dead-letter queue is a classic queue: operators browse it by fetching and requeueing,
+    // which must not count against a delivery limit (quorum queues in RabbitMQ 4 have one).
+    let dlq = names.dlq();
+    ch.queue_declare(&dlq, durable_queue(), FieldTable::default())
+        .await
+        .with_context(|| format!("declaring {dlq}"))?;
+    ch.queue_bind(
+        &dlq,
+        &names.dlx(),
+        "",
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await
+    .context("binding the dead-letter queue")?;
+
+    let mut results = FieldTable::default();
+    results.insert("x-queue-type".into(), str_value("quorum"));
+    let rq = names.results();
+    ch.queue_declare(&rq, durable_queue(), results)
+        .await
+        .with_context(|| format!("declaring {rq}"))?;
+
+    for attempt in 1..=retries {
+        let mut args = FieldTable::default();
+        args.insert(
+            "x-dead-letter-exchange".into(),
+            str_value(&names.jobs_exchange()),
+        );
+        args.insert("x-dead-letter-routing-key".into(), str_value(JOB_KEY));
+        let name = names.retry_queue(attempt);
+        ch.queue_declare(&name, durable_queue(), args)
+            .await
+            .with_context(|| format!("declaring {name}"))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,338 @@
+//! The queue side of the CLI: `c2q submit`, `c2q dlq …`, `c2q status` (and `c2q worker`, in
+//! `worker`). Each entry point builds its own runtime, so `main.rs` stays a plain dispatcher.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context, Result};
+use base64::Engine;
+use futures_util::StreamExt;
+use lapin::options::{BasicAckOptions, BasicConsumeOptions, QueueDeclareOptions};
+use lapin::types::{FieldTable, ShortString};
+use lapin::BasicProperties;
+use sha2::{Digest, Sha256};
+
+use crate::broker::{headers, publish_confirmed, topology::JOB_KEY, Broker};
+use crate::config::Config;
+use crate::ledger::Ledger;
+use crate::schema::{self, CanarySpec, JobKind, JobV1, ResultV1, Status};
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+async fn connect(config: &Config) -> Result<Broker> {
+    Broker::connect(&config.broker, config.retry.max_retries, "c2q-cli").await
+}
+
+#[derive(clap::Args, Debug)]
+pub struct SubmitArgs {
+    /// C1 output: raw JSON as filecoin-ffi wrote it, or lotus-bench `Commit2In` JSON.
+    #[arg(required_unless_present = "canary")]
+    pub file: Option<PathBuf>,
+    #[arg(long)]
+    pub miner: u64,
+    #[arg(long)]
+    pub sector: u64,
+    /// Submit a canary job (the built-in circuit) instead of a C1 file.
+    #[arg(long, conflicts_with = "file")]
+    pub canary: bool,
+    /// Partitions of a canary job.
+    #[arg(long, default_value_t = 2, requires = "canary")]
+    pub partitions: u32,
+    /// Job id (idempotency key); default derived from miner, sector and payload, so that
+    /// submitting the same job twice is answered once.
+    #[arg(long)]
+    pub job_id: Option<String>,
+    /// Wait for the result, print it and save the proof.
+    #[arg(long)]
+    pub wait: bool,
+    /// Where `--wait` saves the proof (default `<job_id>.proof`).
+    #[arg(long, requires = "wait")]
+    pub out: Option<PathBuf>,
+    /// Give up waiting after this many seconds.
+    #[arg(long, default_value_t = 3600, requires = "wait")]
+    pub timeout: u64,
+    #[arg(long, env = "C2Q_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+/// Read a C1 file in either accepted form: `(c1 json bytes, registered proof name)`.
+pub fn read_c1(path: &Path) -> Result<(Vec<u8>, String)> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let value: serde_json::Value = serde_json::from_slice(&bytes)
+        .with_context(|| format!("{} is not JSON", path.display()))?;
+    let c1 = match value.get("Phase1Out").and_then(|v| v.as_str()) {
+        Some(b64) => base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .context("Commit2In Phase1Out is not base64")?,
+        None => bytes,
+    };
+    let proof = if c1.len() < 1024 * 1024 * 1024 {
+        let parsed: serde_json::Value =
+            serde_json::from_slice(&c1).context("the C1 output is not JSON")?;
+        parsed
+            .get("registered_proof")
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+            .context("the C1 output has no registered_proof")?
+    } else {
+        bail!("C1 output is implausibly large")
+    };
+    Ok((c1, proof))
+}
+
+/// Build the job message for `c2q submit`.
+pub fn build_job(args: &SubmitArgs) -> Result<JobV1> {
+    let mut digest = Sha256::new();
+    let (kind, registered_proof, payload, canary) = if args.canary {
+        let seed = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        digest.update(seed.to_le_bytes());
+        digest.update(args.partitions.to_le_bytes());
+        let spec = CanarySpec {
+            partitions: args.partitions,
+            seed,
+        };
+        (JobKind::Canary, "canary".to_string(), vec![], Some(spec))
+    } else {
+        let path = args.file.as_deref().context("a C1 file is required")?;
+        let (c1, proof) = read_c1(path)?;
+        // The default job id hashes the C1 itself (as `ops/examples/producer.py` does), so
+        // the same sector submitted twice, in either file form, is proved once.
+        digest.update(&c1);
+        let compressed = zstd::encode_all(&c1[..], 3).context("compressing the C1 output")?;
+        (JobKind::PorepC2, proof, compressed, None)
+    };
+    let job_id = args.job_id.clone().unwrap_or_else(|| {
+        let d = digest.finalize();
+        format!("{}-{}-{}", args.miner, args.sector, hex::encode(&d[..6]))
+    });
+    Ok(JobV1 {
+        v: schema::VERSION,
+        job_id,
+        kind,
+        registered_proof,
+        miner_id: args.miner,
+        sector_number: args.sector,
+        phase1_output: payload,
+        canary,
+    })
+}
+
+/// `c2q submit`.
+pub fn submit(args: SubmitArgs) -> Result<()> {
+    let config = Config::load(args.config.as_deref())?;
+    let job = build_job(&args)?;
+    runtime()?.block_on(async move {
+        let broker = connect(&config).await?;
+        let reply_queue = if args.wait {
+            let name = format!("{}.reply.{}", config.broker.prefix, uuid::Uuid::new_v4());
+            let opts = QueueDeclareOptions {
+                exclusive: true,
+                auto_delete: true,
+                ..Default::default()
+            };
+            broker
+                .fetch
+                .queue_declare(&name, opts, FieldTable::default())
+                .await
+                .context("declaring the reply queue")?;
+            Some(name)
+        } else {
+            None
+        };
+        let payload = schema::job::encode(&job)?;
+        let mut props = BasicProperties::default()
+            .with_content_type(schema::CONTENT_TYPE.into())
+            .with_delivery_mode(2)
+            .with_message_id(ShortString::from(job.job_id.clone()))
+            .with_timestamp(
+                SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0),
+            );
+        if let Some(q) = &reply_queue {
+            props = props.with_reply_to(ShortString::from(q.clone()));
+        }
+        publish_confirmed(
+            &broker.publish,
+            &broker.names.jobs_exchange(),
+            JOB_KEY,
+            &payload,
+            props,
+        )
+        .await
+        .context("publishing the job")?;
+        eprintln!("submitted job {} ({} bytes)", job.job_id, payload.len());
+        println!("{}", job.job_id);
+        let Some(q) = reply_queue else {
+            return Ok(());
+        };
+        let result = tokio::time::timeout(
+            Duration::from_secs(args.timeout),
+            wait_for(&broker, &q, &job.job_id),
+        )
+        .await
+        .context("timed out waiting for the result")??;
+        let out = args
+            .out
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(format!("{}.proof", job.job_id)));
+        print_result(&result, &out)?;
+        broker.close().await;
+        if result.status != Status::Ok {
+            bail!("job {} failed", job.job_id);
+        }
+        Ok(())
+    })
+}
+
+async fn wait_for(broker: &Broker, queue: &str, job_id: &str) -> Result<ResultV1> {
+    let mut consumer = broker
+        .fetch
+        .basic_consume(
+            queue,
+            "c2q-submit",
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .context("consuming the reply queue")?;
+    while let Some(delivery) = consumer.next().await {
+        let delivery = delivery.context("reading the reply queue")?;
+        delivery.acker.ack(BasicAckOptions::default()).await?;
+        let result = ResultV1::decode(&delivery.data).context("decoding the result")?;
+        // Results may arrive twice (at-least-once): the first one for our job wins.
+        if result.job_id == job_id {
+            return Ok(result);
+        }
+    }
+    bail!("the reply queue was closed")
+}
+
+fn print_result(result: &ResultV1, out: &Path) -> Result<()> {
+    let mut summary = serde_json::json!({
+        "job_id": result.job_id,
+        "status": result.status,
+        "worker": result.worker,
+        "attempts": result.attempts,
+        "from_ledger": result.from_ledger,
+        "error": result.error,
+    });
+    if let Some(proof) = &result.proof {
+        std::fs::write(out, proof).with_context(|| format!("writing {}", out.display()))?;
+        summary["proof_bytes"] = proof.len().into();
+        summary["proof_file"] = out.display().to_string().into();
+        summary["partitions"] = result.timings.len().into();
+    }
+    println!("{}", serde_json::to_string_pretty(&summary)?);
+    Ok(())
+}
+
+#[derive(clap::Args, Debug)]
+pub struct DlqArgs {
+    #[command(subcommand)]
+    pub command: DlqCommand,
+    #[arg(long, env = "C2Q_CONFIG", global = true)]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum DlqCommand {
+    /// Dead-lettered jobs: id, reason, attempts, miner, sector, error.
+    List,
+    /// One dead-lettered job in full.
+    Show { job_id: String },
+    /// Send dead-lettered jobs back to the job queue, attempts reset.
+    Replay {
+        #[arg(required_unless_present = "all")]
+        job_id: Option<String>,
+        #[arg(long, conflicts_with = "job_id")]
+        all: bool,
+    },
+    /// Delete every dead-lettered job.
+    Purge,
+}
+
+/// `c2q dlq …`.
+pub fn dlq(args: DlqArgs) -> Result<()> {
+    let config = Config::load(args.config.as_deref())?;
+    runtime()?.block_on(async move {
+        let broker = connect(&config).await?;
+        let r = crate::broker::dlq::run(&broker, &args.command).await;
+        broker.close().await;
+        r
+    })
+}
+
+#[derive(clap::Args, Debug)]
+pub struct StatusArgs {
+    #[arg(long, env = "C2Q_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+/// `c2q status`: queue depths, jobs in flight, ledger counts.
+pub fn status(args: StatusArgs) -> Result<()> {
+    let config = Config::load(args.config.as_deref())?;
+    runtime()?.block_on(async move {
+        let broker = connect(&config).await?;
+        let names = &broker.names;
+        let mut queues = vec![names.jobs_queue(), names.dlq(), names.results()];
+        queues.extend((1..=config.retry.max_retries).map(|a| names.retry_queue(a)));
+        println!("{:<40} {:>10} {:>10}", "queue", "messages", "consumers");
+        for q in queues {
+            let opts = QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            };
+            let info = broker
+                .fetch
+                .queue_declare(&q, opts, FieldTable::default())
+                .await
+                .with_context(|| format!("inspecting {q}"))?;
+            println!(
+                "{:<40} {:>10} {:>10}",
+                q,
+                info.message_count(),
+                info.consumer_count()
+            );
+        }
+        broker.close().await;
+        let ledger = Ledger::connect(&config.ledger).await?;
+        println!("\nledger ({}):", config.ledger.schema);
+        for (status, n) in ledger.counts().await? {
+            println!("  {status:<12} {n}");
+        }
+        let running = ledger.running().await?;
+        println!("\nin flight: {}", running.len());
+        for (job, worker, since) in running {
+            println!("  {job}  {}  since {since}", worker.unwrap_or_default());
+        }
+        Ok(())
+    })
+}
+
+/// Header summary of a dead-lettered message, for `dlq list` and `show`.
+pub fn dlq_summary(props: &BasicProperties) -> (String, String, i64, i64, i64, String) {
+    let id = props
+        .message_id()
+        .as_ref()
+        .map(|s| s.to_string())
+        .unwrap_or_default();
+    let reason = headers::get_str(props, headers::REASON)
+        .or_else(|| headers::get_str(props, headers::FIRST_DEATH_REASON))
+        .unwrap_or_else(|| "unknown".into());
+    let attempts = headers::get_int(props, headers::ATTEMPTS).unwrap_or(0);
+    let miner = headers::get_int(props, headers::MINER).unwrap_or(-1);
+    let sector = headers::get_int(props, headers::SECTOR).unwrap_or(-1);
+    let error = headers::get_str(props, headers::ERROR).unwrap_or_default();
+    (id, reason, attempts, miner, sector, error)
+}

@@ -1,0 +1,254 @@
+//! Worker and CLI configuration: a TOML file, then environment overrides.
+//!
+//! Any key can be overridden as `C2Q__SECTION__KEY=value` (the value is read as TOML, falling
+//! back to a plain string). Credentials never live in the file or on the command line: the
+//! broker password comes from `C2Q_AMQP_PASSWORD` or the file named by `C2Q_AMQP_PASSWORD_FILE`
+//! (or `broker.password_file`), the database password likewise from `C2Q_PG_PASSWORD[_FILE]`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::schema::Limits;
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Name recorded in the ledger and results; defaults to `hostname:pid`.
+    pub worker_name: Option<String>,
+    pub broker: BrokerConfig,
+    pub ledger: LedgerConfig,
+    pub limits: Limits,
+    pub gate: GateConfig,
+    pub retry: RetryConfig,
+    pub telemetry: TelemetryConfig,
+    pub pipeline: PipelineConfig,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BrokerConfig {
+    /// `amqp://host:port/vhost` or `amqps://...`; credentials are added from the environment.
+    pub url: String,
+    pub username: String,
+    pub password_file: Option<PathBuf>,
+    /// Prefix shared by every exchange and queue name, so fleets and tests can share a broker.
+    pub prefix: String,
+    /// `x-delivery-limit` of the job queue: deliveries before a job that keeps killing workers
+    /// is dead-lettered.
+    pub delivery_limit: u32,
+    /// How long the fetch loop sleeps when the job queue is empty.
+    pub poll_interval_ms: u64,
+    /// AMQP heartbeat in seconds.
+    pub heartbeat_s: u16,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig {
+            url: "amqp://127.0.0.1:5672/%2f".into(),
+            username: "guest".into(),
+            password_file: None,
+            prefix: "c2q".into(),
+            delivery_limit: 5,
+            poll_interval_ms: 250,
+            heartbeat_s: 30,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LedgerConfig {
+    /// libpq-style connection string or URL without password (`sslmode=require` for TLS).
+    pub url: String,
+    pub password_file: Option<PathBuf>,
+    /// Postgres schema holding the ledger tables (created if missing).
+    pub schema: String,
+    pub pool_size: usize,
+}
+
+impl Default for LedgerConfig {
+    fn default() -> Self {
+        LedgerConfig {
+            url: "host=127.0.0.1 port=5432 user=postgres dbname=test".into(),
+            password_file: None,
+            schema: "c2q".into(),
+            pool_size: 8,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GateConfig {
+    /// Memory budget in bytes; default: machine or cgroup memory minus `margin_bytes`.
+    pub budget_bytes: Option<u64>,
+    /// Kept free for the OS and other processes; default: 10% of memory, at least 1 GiB.
+    pub margin_bytes: Option<u64>,
+    /// The worker's own footprint outside jobs (runtime, buffers, code); default 256 MiB.
+    pub baseline_bytes: Option<u64>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetryConfig {
+    /// Retries of a transient failure before the job is dead-lettered.
+    pub max_retries: u32,
+    /// Delay before the first retry; doubles each time, with ±50% jitter.
+    pub base_delay_ms: u64,
+    pub max_delay_ms: u64,
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        RetryConfig {
+            max_retries: 5,
+            base_delay_ms: 5_000,
+            max_delay_ms: 600_000,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TelemetryConfig {
+    /// `/metrics`, `/healthz`, `/readyz`; localhost unless configured otherwise. Empty: off.
+    pub listen: String,
+    /// `human` or `json`.
+    pub log_format: String,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        TelemetryConfig {
+            listen: "127.0.0.1:9464".into(),
+            log_format: "human".into(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PipelineConfig {
+    /// `cpu` (default) or a GPU backend where one is built in.
+    pub backend: String,
+    /// Threads running the G2 finalizer, so it keeps up with the backend.
+    pub finalizer_threads: usize,
+    /// Test-only fault injection: `kill-after-publish` sends SIGKILL to the worker itself
+    /// between the confirmed publish of a result and the ack of its job.
+    pub fault: Option<String>,
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        PipelineConfig {
+            backend: "cpu".into(),
+            finalizer_threads: 1,
+            fault: None,
+        }
+    }
+}
+
+impl Config {
+    /// Read the file (if any) and apply the environment.
+    pub fn load(path: Option<&Path>) -> Result<Config> {
+        let mut value = match path {
+            Some(p) => {
+                let text = std::fs::read_to_string(p)
+                    .with_context(|| format!("reading config {}", p.display()))?;
+                text.parse::<toml::Table>()
+                    .with_context(|| format!("parsing config {}", p.display()))?
+            }
+            None => toml::Table::new(),
+        };
+        apply_env(&mut value, std::env::vars())?;
+        let config: Config = toml::Value::Table(value)
+            .try_into()
+            .context("invalid configuration")?;
+        Ok(config)
+    }
+
+    pub fn worker_name(&self) -> String {
+        self.worker_name.clone().unwrap_or_else(|| {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|_| "worker".into());
+            format!("{host}:{}", std::process::id())
+        })
+    }
+}
+
+/// `C2Q__A__B=v` sets key `b` of table `a`.
+fn apply_env(table: &mut toml::Table, vars: impl Iterator<Item = (String, String)>) -> Result<()> {
+    for (key, raw) in vars {
+        let Some(path) = key.strip_prefix("C2Q__") else {
+            continue;
+        };
+        let parts: Vec<String> = path.split("__").map(|p| p.to_ascii_lowercase()).collect();
+        let Some((last, sections)) = parts.split_last() else {
+            continue;
+        };
+        let mut t = &mut *table;
+        for s in sections {
+            let entry = t
+                .entry(s.clone())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            t = match entry {
+                toml::Value::Table(inner) => inner,
+                _ => bail!("{key}: `{s}` is not a section"),
+            };
+        }
+        let value = format!("x = {raw}")
+            .parse::<toml::Table>()
+            .ok()
+            .and_then(|mut t| t.remove("x"))
+            .unwrap_or(toml::Value::String(raw));
+        t.insert(last.clone(), value);
+    }
+    Ok(())
+}
+
+/// A secret from `$VAR`, else from the file named by `$VAR_FILE`, else from `file`.
+pub fn secret(var: &str, file: Option<&Path>) -> Result<Option<String>> {
+    if let Ok(v) = std::env::var(var) {
+        return Ok(Some(v));
+    }
+    let from_env = std::env::var_os(format!("{var}_FILE")).map(PathBuf::from);
+    match from_env.as_deref().or(file) {
+        Some(p) => {
+            let s = std::fs::read_to_string(p)
+                .with_context(|| format!("reading secret file {}", p.display()))?;
+            Ok(Some(s.trim_end_matches(['\n', '\r']).to_string()))
+        }
+        None => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_overrides_nested_keys_with_typed_values() {
+        let mut t: toml::Table = "[broker]\nprefix = \"a\"\n".parse().unwrap();
+        let vars = vec![
+            ("C2Q__BROKER__PREFIX".to_string(), "b".to_string()),
+            ("C2Q__BROKER__DELIVERY_LIMIT".to_string(), "9".to_string()),
+            ("C2Q__GATE__BUDGET_BYTES".to_string(), "1024".to_string()),
+            ("OTHER".to_string(), "x".to_string()),
+        ];
+        apply_env(&mut t, vars.into_iter()).unwrap();
+        let c: Config = toml::Value::Table(t).try_into().unwrap();
+        assert_eq!(c.broker.prefix, "b");
+        assert_eq!(c.broker.delivery_limit, 9);
+        assert_eq!(c.gate.budget_bytes, Some(1024));
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected() {
+        let t: toml::Table = "[broker]\npasword = \"x\"\n".parse().unwrap();
+        assert!(toml::Value::Table(t).try_into::<Config>().is_err());
+    }
+}

@@ -1,0 +1,130 @@
+//! Memory estimates per job kind and sector size.
+//!
+//! A partition in flight holds its witness and its a/b/c evaluations (32 bytes per constraint
+//! each) until proving start consumes them; the finalizer then holds only the witness. The
+//! pipeline keeps at most `IN_FLIGHT` partitions of one job alive (one being synthesized, one
+//! waiting, one in proving start, with the finalizer's witnesses counted in the margin), so a
+//! job's reservation is the SRS (until it is resident) plus `IN_FLIGHT` partitions, shrinking
+//! once fewer partitions than that remain. The numbers are deliberately generous: an overshoot
+//! costs throughput, an undershoot costs the machine.
+
+use crate::schema::JobKind;
+
+const KIB: u64 = 1024;
+const MIB: u64 = 1024 * KIB;
+const GIB: u64 = 1024 * MIB;
+
+/// Partitions of one job alive at once in the pipeline.
+pub const IN_FLIGHT: u64 = 3;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Estimate {
+    /// Which SRS the job needs: while resident, its memory is held once for all jobs.
+    pub srs_key: String,
+    pub srs_bytes: u64,
+    pub per_partition: u64,
+    pub partitions: u64,
+}
+
+impl Estimate {
+    /// Working memory with `remaining` partitions still to finish (SRS not included).
+    pub fn work(&self, remaining: u64) -> u64 {
+        self.per_partition * remaining.min(IN_FLIGHT)
+    }
+
+    /// SRS plus the working set of a fresh job.
+    pub fn total(&self) -> u64 {
+        self.srs_bytes + self.work(self.partitions)
+    }
+}
+
+/// Sector size from a registered proof name such as `StackedDrg32GiBV1_1`.
+pub fn sector_size_of(registered_proof: &str) -> Option<u64> {
+    let rest = registered_proof.strip_prefix("StackedDrg")?;
+    let end = rest.find("V1")?;
+    let size = &rest[..end];
+    let (num, unit) = size.split_at(size.find(|c: char| !c.is_ascii_digit())?);
+    let n: u64 = num.parse().ok()?;
+    let mul = match unit {
+        "KiB" => KIB,
+        "MiB" => MIB,
+        "GiB" => GIB,
+        _ => return None,
+    };
+    n.checked_mul(mul)
+}
+
+/// The estimate of a PoRep C2 job of this sector size and partition count.
+pub fn porep(sector_size: u64, partitions: u64) -> Estimate {
+    // (SRS resident bytes, per-partition working set), from the circuit sizes of
+    // filecoin-proofs v19 parameters; unknown sizes get the next larger row.
+    let (srs, per_partition) = match sector_size {
+        s if s <= 2 * KIB => (64 * MIB, 64 * MIB),
+        s if s <= 8 * MIB => (256 * MIB, 256 * MIB),
+        s if s <= 512 * MIB => (2 * GIB, 2 * GIB),
+        s if s <= 32 * GIB => (48 * GIB, 16 * GIB),
+        _ => (96 * GIB, 32 * GIB),
+    };
+    Estimate {
+        srs_key: format!("porep-{sector_size}"),
+        srs_bytes: srs,
+        per_partition,
+        partitions,
+    }
+}
+
+/// The canary circuit: a few thousand constraints, parameters generated in-process.
+pub fn canary(partitions: u64) -> Estimate {
+    Estimate {
+        srs_key: "canary".into(),
+        srs_bytes: 16 * MIB,
+        per_partition: 16 * MIB,
+        partitions,
+    }
+}
+
+/// The largest job a worker accepting sectors up to `max_sector_size` can be sent, before its
+/// payload is read: what the fetch loop must be able to reserve before it takes a message.
+pub fn worst_case(max_sector_size: u64, max_canary_partitions: u64) -> Estimate {
+    let p = porep(max_sector_size, IN_FLIGHT);
+    let c = canary(max_canary_partitions);
+    if p.total() >= c.total() {
+        p
+    } else {
+        c
+    }
+}
+
+pub fn for_kind(kind: JobKind, sector_size: u64, partitions: u64) -> Estimate {
+    match kind {
+        JobKind::PorepC2 => porep(sector_size, partitions),
+        JobKind::Canary => canary(partitions),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sector_sizes_parse_from_proof_names() {
+        assert_eq!(sector_size_of("StackedDrg2KiBV1"), Some(2 * KIB));
+        assert_eq!(sector_size_of("StackedDrg32GiBV1_1"), Some(32 * GIB));
+        assert_eq!(
+            sector_size_of("StackedDrg2KiBV1_2_Feat_NonInteractivePoRep"),
+            Some(2 * KIB)
+        );
+        assert_eq!(sector_size_of("StackedDrgXGiBV1"), None);
+        assert_eq!(sector_size_of("canary"), None);
+    }
+
+    #[test]
+    fn work_shrinks_only_when_fewer_than_in_flight_remain() {
+        let e = porep(32 * GIB, 10);
+        assert_eq!(e.work(10), 3 * 16 * GIB);
+        assert_eq!(e.work(3), 3 * 16 * GIB);
+        assert_eq!(e.work(1), 16 * GIB);
+        assert_eq!(e.work(0), 0);
+        assert!(worst_case(32 * GIB, 8).total() >= e.total());
+    }
+}

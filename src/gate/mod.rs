@@ -1,0 +1,164 @@
+//! The memory-budget gate: a worker takes a job from the broker only when its estimated working
+//! set fits what is left of the budget, so no job waits in one worker while another is idle and
+//! the process never grows past the machine.
+
+pub mod budget;
+pub mod estimate;
+
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Notify;
+
+pub use budget::detect_budget;
+pub use estimate::Estimate;
+
+/// Bytes reserved against a fixed budget.
+#[derive(Debug)]
+pub struct Gate {
+    budget: u64,
+    used: Mutex<u64>,
+    freed: Notify,
+}
+
+impl Gate {
+    /// `budget` is what jobs may use (the worker's own baseline already taken out).
+    pub fn new(budget: u64) -> Arc<Gate> {
+        Arc::new(Gate {
+            budget,
+            used: Mutex::new(0),
+            freed: Notify::new(),
+        })
+    }
+
+    pub fn budget(&self) -> u64 {
+        self.budget
+    }
+
+    pub fn used(&self) -> u64 {
+        *self.lock()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, u64> {
+        // The guarded value is a plain counter: a panic elsewhere cannot leave it torn.
+        self.used.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Reserve `bytes` if they fit now.
+    pub fn try_reserve(self: &Arc<Self>, bytes: u64) -> Option<Reservation> {
+        let mut used = self.lock();
+        if *used + bytes > self.budget {
+            return None;
+        }
+        *used += bytes;
+        Some(Reservation {
+            gate: self.clone(),
+            held: Mutex::new(bytes),
+        })
+    }
+
+    /// Wait until `bytes` fit. A request larger than the whole budget never fits: callers
+    /// check that at start-up.
+    pub async fn reserve(self: &Arc<Self>, bytes: u64) -> Reservation {
+        loop {
+            // Register interest before checking, so a release in between is not missed.
+            let freed = self.freed.notified();
+            if let Some(r) = self.try_reserve(bytes) {
+                return r;
+            }
+            freed.await;
+        }
+    }
+
+    fn give_back(&self, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
+        let mut used = self.lock();
+        *used = used.saturating_sub(bytes);
+        drop(used);
+        self.freed.notify_waiters();
+    }
+}
+
+/// Memory held for one job. It travels with the work, shrinks as partitions finish, and
+/// returns the rest to the gate when dropped.
+#[derive(Debug)]
+pub struct Reservation {
+    gate: Arc<Gate>,
+    held: Mutex<u64>,
+}
+
+impl Reservation {
+    pub fn held(&self) -> u64 {
+        *self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Shrink to `bytes` (never grows: growing could overshoot the budget).
+    pub fn shrink_to(&self, bytes: u64) {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if bytes < *held {
+            let freed = *held - bytes;
+            *held = bytes;
+            drop(held);
+            self.gate.give_back(freed);
+        }
+    }
+}
+
+impl Reservation {
+    /// Move up to `bytes` of this reservation into a new one: the SRS part of a job's
+    /// reservation outlives the job while the SRS stays resident.
+    pub fn split(&self, bytes: u64) -> Reservation {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let moved = bytes.min(*held);
+        *held -= moved;
+        Reservation {
+            gate: self.gate.clone(),
+            held: Mutex::new(moved),
+        }
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        let held = *self.held.get_mut().unwrap_or_else(|e| e.into_inner());
+        self.gate.give_back(held);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn reservations_add_up_and_shrink() {
+        let gate = Gate::new(100);
+        let a = gate.try_reserve(60).unwrap();
+        assert!(gate.try_reserve(50).is_none());
+        a.shrink_to(40);
+        assert_eq!(gate.used(), 40);
+        let b = gate.try_reserve(50).unwrap();
+        a.shrink_to(70); // no growth
+        assert_eq!(gate.used(), 90);
+        drop(a);
+        drop(b);
+        assert_eq!(gate.used(), 0);
+    }
+
+    #[tokio::test]
+    async fn waiter_wakes_when_memory_is_freed() {
+        let gate = Gate::new(100);
+        let a = gate.try_reserve(80).unwrap();
+        let g2 = gate.clone();
+        let waiter = tokio::spawn(async move { g2.reserve(50).await.held() });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiter.is_finished());
+        drop(a);
+        let held = tokio::time::timeout(Duration::from_secs(1), waiter)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(held, 50);
+    }
+}

@@ -1,0 +1,325 @@
+//! The PostgreSQL job ledger: the idempotency record behind at-least-once delivery.
+//!
+//! A job is claimed before it is proved, its proof recorded before its result is published,
+//! and marked published before its message is acked. Whatever point a worker dies at, the next
+//! delivery finds either nothing to reuse (prove) or the proof (answer from the ledger).
+
+pub mod migrate;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use backon::{ExponentialBuilder, Retryable};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+
+use crate::config::{secret, LedgerConfig};
+
+fn manager_config() -> ManagerConfig {
+    ManagerConfig {
+        recycling_method: RecyclingMethod::Fast,
+    }
+}
+
+fn tls_connector() -> Result<postgres_native_tls::MakeTlsConnector> {
+    let mut builder = native_tls::TlsConnector::builder();
+    if let Some(path) = std::env::var_os("C2Q_PG_SSLROOTCERT") {
+        let pem = std::fs::read(&path)
+            .with_context(|| format!("reading {}", std::path::Path::new(&path).display()))?;
+        let cert = native_tls::Certificate::from_pem(&pem).context("C2Q_PG_SSLROOTCERT")?;
+        builder.add_root_certificate(cert);
+    }
+    let connector = builder.build().context("initialising TLS")?;
+    Ok(postgres_native_tls::MakeTlsConnector::new(connector))
+}
+
+/// What identifies a job and its payload.
+#[derive(Clone, Debug)]
+pub struct JobIdentity {
+    pub job_id: String,
+    pub kind: String,
+    pub registered_proof: String,
+    pub miner_id: u64,
+    pub sector_number: u64,
+    pub digest: [u8; 32],
+}
+
+/// The ledger's answer when a worker starts on a job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// Prove it; `attempts` counts this start.
+    Prove { attempts: u32 },
+    /// Already proved: publish this proof without proving again.
+    Proved { proof: Vec<u8>, attempts: u32 },
+    /// The job id is known with a different payload.
+    Mismatch,
+}
+
+#[derive(Clone, Debug)]
+pub struct LedgerRow {
+    pub job_id: String,
+    pub status: String,
+    pub attempts: i32,
+    pub proofs_computed: i32,
+    pub worker: Option<String>,
+    pub error_kind: Option<String>,
+    pub has_proof: bool,
+}
+
+#[derive(Clone)]
+pub struct Ledger {
+    pool: Pool,
+    /// How long one operation keeps retrying through a database outage.
+    patience: Duration,
+}
+
+impl Ledger {
+    /// Connect, create the schema and apply migrations.
+    pub async fn connect(cfg: &LedgerConfig) -> Result<Ledger> {
+        migrate::check_schema_name(&cfg.schema)?;
+        let url = std::env::var("C2Q_PG_URL").unwrap_or_else(|_| cfg.url.clone());
+        let mut pg =
+            tokio_postgres::Config::from_str(&url).context("invalid ledger connection string")?;
+        if let Some(password) = secret("C2Q_PG_PASSWORD", cfg.password_file.as_deref())? {
+            pg.password(password);
+        }
+        pg.options(format!("-c search_path={}", cfg.schema));
+        pg.application_name("c2q");
+        pg.connect_timeout(Duration::from_secs(5));
+        let manager = if pg.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
+            // `sslmode=require`: TLS, with the server certificate verified against the system
+            // roots plus the CA in `C2Q_PG_SSLROOTCERT`, if set.
+            Manager::from_config(pg, tls_connector()?, manager_config())
+        } else {
+            // `disable`, and `prefer` (the default) as a plain connection: an unverified
+            // "opportunistic" TLS session would only add the appearance of security.
+            Manager::from_config(pg, tokio_postgres::NoTls, manager_config())
+        };
+        let pool = Pool::builder(manager)
+            .max_size(cfg.pool_size.max(1))
+            .build()
+            .context("building the ledger pool")?;
+        let ledger = Ledger {
+            pool,
+            patience: Duration::from_secs(60),
+        };
+        let schema = cfg.schema.clone();
+        ledger
+            .retrying(|| async {
+                let mut client = ledger
+                    .pool
+                    .get()
+                    .await
+                    .context("connecting to PostgreSQL")?;
+                migrate::migrate(&mut client, &schema).await
+            })
+            .await?;
+        Ok(ledger)
+    }
+
+    /// Retry `op` with backoff through a database restart, then give up visibly.
+    async fn retrying<T, F, Fut>(&self, op: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let backoff = ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(100))
+            .with_max_delay(Duration::from_secs(5))
+            .with_total_delay(Some(self.patience))
+            .without_max_times()
+            .with_jitter();
+        op.retry(backoff)
+            .notify(|e, wait| {
+                tracing::warn!(error = format!("{e:#}"), retry_in = ?wait, "ledger unavailable")
+            })
+            .await
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Object> {
+        self.pool.get().await.context("connecting to PostgreSQL")
+    }
+
+    /// Start (or restart) work on a job, or find its proof.
+    pub async fn claim(&self, id: &JobIdentity, worker: &str) -> Result<Claim> {
+        self.retrying(|| self.claim_once(id, worker))
+            .await
+            .with_context(|| format!("ledger: claiming job {}", id.job_id))
+    }
+
+    async fn claim_once(&self, id: &JobIdentity, worker: &str) -> Result<Claim> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let miner = i64::try_from(id.miner_id).context("miner id out of range")?;
+        let sector = i64::try_from(id.sector_number).context("sector number out of range")?;
+        let inserted = tx
+            .execute(
+                "INSERT INTO jobs (job_id, kind, registered_proof, miner_id, sector_number,
+                                   c1_digest, status, attempts, worker, started_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, 'running', 1, $7, now())
+                 ON CONFLICT (job_id) DO NOTHING",
+                &[
+                    &id.job_id,
+                    &id.kind,
+                    &id.registered_proof,
+                    &miner,
+                    &sector,
+                    &&id.digest[..],
+                    &worker,
+                ],
+            )
+            .await?;
+        if inserted == 1 {
+            tx.commit().await?;
+            return Ok(Claim::Prove { attempts: 1 });
+        }
+        let row = tx
+            .query_one(
+                "SELECT c1_digest, status, attempts, proof FROM jobs WHERE job_id = $1 FOR UPDATE",
+                &[&id.job_id],
+            )
+            .await?;
+        let digest: Vec<u8> = row.get(0);
+        let status: String = row.get(1);
+        let attempts: i32 = row.get(2);
+        let proof: Option<Vec<u8>> = row.get(3);
+        if digest != id.digest {
+            tx.commit().await?;
+            return Ok(Claim::Mismatch);
+        }
+        if let (Some(proof), "proved" | "published") = (proof, status.as_str()) {
+            tx.commit().await?;
+            return Ok(Claim::Proved {
+                proof,
+                attempts: attempts.max(0) as u32,
+            });
+        }
+        let attempts: i32 = tx
+            .query_one(
+                "UPDATE jobs SET status = 'running', attempts = attempts + 1, worker = $2,
+                        started_at = now(), updated_at = now(), error_kind = NULL,
+                        error_message = NULL
+                 WHERE job_id = $1 RETURNING attempts",
+                &[&id.job_id, &worker],
+            )
+            .await?
+            .get(0);
+        tx.commit().await?;
+        Ok(Claim::Prove {
+            attempts: attempts.max(0) as u32,
+        })
+    }
+
+    /// Record a verified proof: from now on the job is answered from the ledger.
+    pub async fn record_proof(&self, job_id: &str, proof: &[u8], timings_json: &str) -> Result<()> {
+        self.retrying(|| async {
+            self.client()
+                .await?
+                .execute(
+                    "UPDATE jobs SET status = 'proved', proof = $2, timings = CAST($3::text AS jsonb),
+                            proofs_computed = proofs_computed + 1, proved_at = now(),
+                            updated_at = now()
+                     WHERE job_id = $1",
+                    &[&job_id, &proof, &timings_json],
+                )
+                .await?;
+            Ok(())
+        })
+        .await
+        .with_context(|| format!("ledger: recording the proof of {job_id}"))
+    }
+
+    pub async fn mark_published(&self, job_id: &str) -> Result<()> {
+        self.retrying(|| async {
+            self.client()
+                .await?
+                .execute(
+                    "UPDATE jobs SET status = 'published', published_at = now(), updated_at = now()
+                     WHERE job_id = $1 AND status IN ('proved', 'published')",
+                    &[&job_id],
+                )
+                .await?;
+            Ok(())
+        })
+        .await
+        .with_context(|| format!("ledger: marking {job_id} published"))
+    }
+
+    /// Record a failure. A proved job keeps its proof and status (e.g. an unroutable reply).
+    pub async fn record_failure(&self, job_id: &str, kind: &str, message: &str) -> Result<()> {
+        self.retrying(|| async {
+            self.client()
+                .await?
+                .execute(
+                    "UPDATE jobs SET error_kind = $2, error_message = $3, updated_at = now(),
+                            status = CASE WHEN status = 'running' THEN 'failed' ELSE status END
+                     WHERE job_id = $1",
+                    &[&job_id, &kind, &message],
+                )
+                .await?;
+            Ok(())
+        })
+        .await
+        .with_context(|| format!("ledger: recording the failure of {job_id}"))
+    }
+
+    pub async fn get(&self, job_id: &str) -> Result<Option<LedgerRow>> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT job_id, status, attempts, proofs_computed, worker, error_kind,
+                        proof IS NOT NULL
+                 FROM jobs WHERE job_id = $1",
+                &[&job_id],
+            )
+            .await
+            .with_context(|| format!("ledger: reading {job_id}"))?;
+        Ok(row.map(|r| LedgerRow {
+            job_id: r.get(0),
+            status: r.get(1),
+            attempts: r.get(2),
+            proofs_computed: r.get(3),
+            worker: r.get(4),
+            error_kind: r.get(5),
+            has_proof: r.get(6),
+        }))
+    }
+
+    /// Jobs per status.
+    pub async fn counts(&self) -> Result<Vec<(String, i64)>> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT status, count(*) FROM jobs GROUP BY status ORDER BY status",
+                &[],
+            )
+            .await
+            .context("ledger: counting jobs")?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
+    /// Jobs being proved now: `(job_id, worker, started_at)`.
+    pub async fn running(&self) -> Result<Vec<(String, Option<String>, String)>> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT job_id, worker, coalesce(started_at::text, '') FROM jobs
+                 WHERE status = 'running' ORDER BY started_at LIMIT 100",
+                &[],
+            )
+            .await
+            .context("ledger: listing running jobs")?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect())
+    }
+
+    /// Whether the database answers now (for `/readyz`).
+    pub async fn ping(&self) -> bool {
+        match self.client().await {
+            Ok(c) => c.simple_query("SELECT 1").await.is_ok(),
+            Err(_) => false,
+        }
+    }
+}

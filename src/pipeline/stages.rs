@@ -1,0 +1,305 @@
+//! The stage loops. Every item carries its job's context; a failure in any stage is sent
+//! straight to assembly, which answers the job at once and drops its remaining partitions.
+
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::{anyhow, Result};
+use blstrs::Scalar as Fr;
+use crossbeam_channel::{Receiver, Sender};
+use ff::Field;
+use tokio::sync::oneshot;
+
+use super::{Progress, Proved, Stage, StageError, Submission};
+use crate::groth16::{self, prover::check_shape, Assignment, Backend, G1Sums, Proof, Srs, Witness};
+use crate::job::{proof_bytes, ProofJob};
+use crate::schema::PartitionTiming;
+
+/// What every stage knows about the job a partition belongs to.
+pub(super) struct JobCtx {
+    id: String,
+    job: Arc<dyn ProofJob>,
+    srs: Arc<Srs>,
+    partitions: usize,
+    t0: Instant,
+    failed: AtomicBool,
+    progress: Progress,
+    done: Mutex<Option<oneshot::Sender<Result<Proved, StageError>>>>,
+}
+
+impl JobCtx {
+    fn ms(&self) -> u64 {
+        self.t0.elapsed().as_millis() as u64
+    }
+
+    fn is_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+
+    fn answer(&self, result: Result<Proved, StageError>) {
+        if result.is_err() {
+            self.failed.store(true, Ordering::Release);
+        }
+        let sender = self.done.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(tx) = sender {
+            // The worker may have given up on the job (shutdown): nobody to tell.
+            let _ = tx.send(result);
+        }
+    }
+}
+
+pub(super) struct StartItem {
+    ctx: Arc<JobCtx>,
+    partition: usize,
+    assignment: Assignment,
+    timing: PartitionTiming,
+}
+
+pub(super) struct FinishItem {
+    ctx: Arc<JobCtx>,
+    partition: usize,
+    witness: Witness,
+    sums: G1Sums,
+    timing: PartitionTiming,
+}
+
+pub(super) struct AssembleItem {
+    ctx: Arc<JobCtx>,
+    partition: usize,
+    result: Result<(Proof, PartitionTiming), StageError>,
+}
+
+/// Run `f`, turning a panic (a bug, or a circuit library choking on bad input) into an error
+/// so that one job cannot take the worker down.
+fn guarded<T>(stage: Stage, f: impl FnOnce() -> Result<T>) -> Result<T, StageError> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(error)) => Err(StageError { stage, error }),
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(StageError {
+                stage,
+                error: anyhow!("panicked: {msg}"),
+            })
+        }
+    }
+}
+
+fn fail(to_assemble: &Sender<AssembleItem>, ctx: Arc<JobCtx>, partition: usize, e: StageError) {
+    // Assembly outlives every other stage, so this only fails during teardown.
+    let _ = to_assemble.send(AssembleItem {
+        ctx,
+        partition,
+        result: Err(e),
+    });
+}
+
+pub(super) fn synthesis(
+    jobs: Receiver<Submission>,
+    to_start: Sender<StartItem>,
+    to_assemble: Sender<AssembleItem>,
+) {
+    for sub in jobs {
+        let t0 = Instant::now();
+        let srs = match guarded(Stage::Srs, || sub.job.srs()) {
+            Ok(srs) => srs,
+            Err(e) => {
+                let _ = sub.done.send(Err(e));
+                continue;
+            }
+        };
+        let partitions = sub.job.partitions();
+        let ctx = Arc::new(JobCtx {
+            id: sub.id,
+            job: sub.job,
+            srs,
+            partitions,
+            t0,
+            failed: AtomicBool::new(false),
+            progress: sub.progress,
+            done: Mutex::new(Some(sub.done)),
+        });
+        if partitions == 0 {
+            ctx.answer(Err(StageError {
+                stage: Stage::Synthesis,
+                error: anyhow!("job has no partitions"),
+            }));
+            continue;
+        }
+        for partition in 0..partitions {
+            if ctx.is_failed() {
+                break;
+            }
+            let mut timing = PartitionTiming {
+                partition: partition as u32,
+                synth_start_ms: ctx.ms(),
+                ..Default::default()
+            };
+            let job = ctx.job.clone();
+            match guarded(Stage::Synthesis, || job.synthesize(partition)) {
+                Ok(assignment) => {
+                    timing.synth_end_ms = ctx.ms();
+                    tracing::debug!(job_id = %ctx.id, partition, ms = timing.synth_end_ms - timing.synth_start_ms, "synthesized");
+                    let item = StartItem {
+                        ctx: ctx.clone(),
+                        partition,
+                        assignment,
+                        timing,
+                    };
+                    if to_start.send(item).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    fail(&to_assemble, ctx.clone(), partition, e);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+pub(super) fn start(
+    backend: Arc<dyn Backend>,
+    items: Receiver<StartItem>,
+    to_finish: Sender<FinishItem>,
+    to_assemble: Sender<AssembleItem>,
+) {
+    for item in items {
+        let StartItem {
+            ctx,
+            partition,
+            assignment,
+            mut timing,
+        } = item;
+        if ctx.is_failed() {
+            continue;
+        }
+        timing.start_start_ms = ctx.ms();
+        let Assignment { witness, evals } = assignment;
+        let srs = ctx.srs.clone();
+        let started = guarded(Stage::Start, || {
+            check_shape(&srs, &evals, &witness)?;
+            // `evals` is consumed: a/b/c memory goes as soon as the backend is done with it.
+            backend.start(&srs, evals, &witness)
+        });
+        match started {
+            Ok(sums) => {
+                timing.start_end_ms = ctx.ms();
+                let item = FinishItem {
+                    ctx,
+                    partition,
+                    witness,
+                    sums,
+                    timing,
+                };
+                if to_finish.send(item).is_err() {
+                    return;
+                }
+            }
+            Err(e) => fail(&to_assemble, ctx, partition, e),
+        }
+    }
+}
+
+pub(super) fn finalize(items: Receiver<FinishItem>, to_assemble: Sender<AssembleItem>) {
+    for item in items {
+        let FinishItem {
+            ctx,
+            partition,
+            witness,
+            sums,
+            mut timing,
+        } = item;
+        if ctx.is_failed() {
+            continue;
+        }
+        timing.finish_start_ms = ctx.ms();
+        let srs = ctx.srs.clone();
+        let result = guarded(Stage::Finish, || {
+            let mut rng = rand::rngs::OsRng;
+            let (r, s) = (Fr::random(&mut rng), Fr::random(&mut rng));
+            groth16::finish(&srs, &sums, &witness, r, s)
+        })
+        .map(|proof| {
+            timing.finish_end_ms = ctx.ms();
+            (proof, timing)
+        });
+        let _ = to_assemble.send(AssembleItem {
+            ctx,
+            partition,
+            result,
+        });
+    }
+}
+
+/// Collects partitions per job; the job is answered when all are in (after verification) or
+/// at its first failure.
+pub(super) fn assemble(items: Receiver<AssembleItem>) {
+    // Keyed by the context's address: unique while the context is alive, which it is while
+    // any of its partitions is in flight.
+    let mut pending: HashMap<usize, Vec<Option<(Proof, PartitionTiming)>>> = HashMap::new();
+    for item in items {
+        let key = Arc::as_ptr(&item.ctx) as usize;
+        let ctx = item.ctx;
+        if ctx.is_failed() {
+            pending.remove(&key);
+            continue;
+        }
+        let (proof, timing) = match item.result {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(job_id = %ctx.id, partition = item.partition, error = %e, "partition failed");
+                pending.remove(&key);
+                ctx.answer(Err(e));
+                continue;
+            }
+        };
+        tracing::info!(
+            job_id = %ctx.id,
+            partition = item.partition,
+            synth_ms = timing.synth_end_ms - timing.synth_start_ms,
+            start_ms = timing.start_end_ms - timing.start_start_ms,
+            finish_ms = timing.finish_end_ms - timing.finish_start_ms,
+            synth_at = timing.synth_start_ms,
+            start_at = timing.start_start_ms,
+            finish_at = timing.finish_start_ms,
+            "partition proved"
+        );
+        let slots = pending
+            .entry(key)
+            .or_insert_with(|| (0..ctx.partitions).map(|_| None).collect());
+        if let Some(slot) = slots.get_mut(item.partition) {
+            *slot = Some((proof, timing));
+        }
+        let remaining = slots.iter().filter(|s| s.is_none()).count();
+        (ctx.progress)(remaining);
+        if remaining > 0 {
+            continue;
+        }
+        let Some(slots) = pending.remove(&key) else {
+            continue;
+        };
+        let (proofs, timings): (Vec<Proof>, Vec<PartitionTiming>) =
+            slots.into_iter().flatten().unzip();
+        let t = Instant::now();
+        let job = ctx.job.clone();
+        let verified = guarded(Stage::Verify, || {
+            job.verify(&proofs)?;
+            proof_bytes(&proofs)
+        });
+        let verify_ms = t.elapsed().as_millis() as u64;
+        ctx.answer(verified.map(|proof| Proved {
+            proof,
+            timings,
+            verify_ms,
+        }));
+    }
+}

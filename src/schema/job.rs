@@ -1,0 +1,334 @@
+//! The job message, version 1, and its staged decoding: bytes → header (`v`, `kind`) → the
+//! whole message → the decompressed payload, each stage with its own error class.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::{ErrorKind, JobError, Limits, VERSION};
+
+/// The job kinds this worker proves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum JobKind {
+    #[serde(rename = "porep-c2")]
+    PorepC2,
+    /// A small built-in circuit proved through the same path: fleet health checks, fast tests.
+    #[serde(rename = "canary")]
+    Canary,
+}
+
+impl JobKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobKind::PorepC2 => "porep-c2",
+            JobKind::Canary => "canary",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "porep-c2" => Some(JobKind::PorepC2),
+            "canary" => Some(JobKind::Canary),
+            _ => None,
+        }
+    }
+}
+
+/// What a canary job proves: `partitions` copies of the built-in circuit, seeded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CanarySpec {
+    pub partitions: u32,
+    pub seed: u64,
+}
+
+/// Job message version 1 (`schemas/job.v1.schema.json`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobV1 {
+    pub v: u32,
+    /// Producer-chosen idempotency key; also the AMQP `message_id`.
+    pub job_id: String,
+    pub kind: JobKind,
+    /// e.g. `StackedDrg32GiBV1_1`; must agree with the C1 output's own field. `canary` for canaries.
+    pub registered_proof: String,
+    pub miner_id: u64,
+    pub sector_number: u64,
+    /// zstd-compressed C1 JSON as filecoin-ffi produced it (empty for canaries).
+    #[serde(with = "serde_bytes", default)]
+    pub phase1_output: Vec<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<CanarySpec>,
+}
+
+/// A job that passed every schema check, with its payload decompressed.
+#[derive(Clone, Debug)]
+pub struct DecodedJob {
+    pub job: JobV1,
+    /// The C1 JSON (PoRep jobs only).
+    pub c1: Vec<u8>,
+    /// SHA-256 over everything that determines the proof: the ledger's duplicate check.
+    pub digest: [u8; 32],
+}
+
+/// Only the fields needed to classify a message; unknown fields are ignored so that a newer
+/// version is reported as such rather than as garbage.
+#[derive(Deserialize)]
+struct Header {
+    v: Option<u32>,
+    job_id: Option<String>,
+    kind: Option<String>,
+}
+
+/// The job id of a message that may not decode, for the failed result.
+pub fn peek_job_id(bytes: &[u8]) -> Option<String> {
+    rmp_serde::from_slice::<Header>(bytes).ok()?.job_id
+}
+
+/// Decode and validate a job message.
+pub fn decode(bytes: &[u8], limits: &Limits) -> Result<DecodedJob, JobError> {
+    if bytes.len() as u64 > limits.max_message_bytes {
+        return Err(JobError::new(
+            ErrorKind::Oversize,
+            format!(
+                "message is {} bytes, the limit is {}",
+                bytes.len(),
+                limits.max_message_bytes
+            ),
+        ));
+    }
+    let header: Header = rmp_serde::from_slice(bytes).map_err(|e| {
+        JobError::new(
+            ErrorKind::Undecodable,
+            format!("not a MessagePack job map: {e}"),
+        )
+    })?;
+    match header.v {
+        Some(VERSION) => {}
+        Some(v) => {
+            return Err(JobError::new(
+                ErrorKind::UnknownVersion,
+                format!("schema version {v} is not supported (this worker reads v{VERSION})"),
+            ))
+        }
+        None => return Err(JobError::new(ErrorKind::Undecodable, "missing field `v`")),
+    }
+    let kind = header
+        .kind
+        .ok_or_else(|| JobError::new(ErrorKind::Undecodable, "missing field `kind`"))?;
+    if JobKind::parse(&kind).is_none() {
+        return Err(JobError::new(
+            ErrorKind::WrongKind,
+            format!("job kind {kind:?} is not one of \"porep-c2\", \"canary\""),
+        ));
+    }
+    let job: JobV1 = rmp_serde::from_slice(bytes).map_err(|e| {
+        JobError::new(
+            ErrorKind::Undecodable,
+            format!("job v1 does not decode: {e}"),
+        )
+    })?;
+    validate_id(&job.job_id)?;
+    let c1 = match job.kind {
+        JobKind::PorepC2 => {
+            if job.canary.is_some() {
+                return Err(JobError::new(
+                    ErrorKind::WrongKind,
+                    "a porep-c2 job carries no canary spec",
+                ));
+            }
+            limits.decompress_c1(&job.phase1_output)?
+        }
+        JobKind::Canary => {
+            let spec = job.canary.as_ref().ok_or_else(|| {
+                JobError::new(ErrorKind::Undecodable, "a canary job needs a `canary` spec")
+            })?;
+            if spec.partitions == 0 || spec.partitions > limits.max_canary_partitions {
+                return Err(JobError::new(
+                    ErrorKind::Oversize,
+                    format!(
+                        "canary asks for {} partitions, allowed 1..={}",
+                        spec.partitions, limits.max_canary_partitions
+                    ),
+                ));
+            }
+            Vec::new()
+        }
+    };
+    let digest = digest(&job, &c1);
+    Ok(DecodedJob { job, c1, digest })
+}
+
+/// Job ids end up in AMQP headers, SQL rows and file names: keep them short and plain.
+fn validate_id(id: &str) -> Result<(), JobError> {
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c));
+    if ok {
+        Ok(())
+    } else {
+        Err(JobError::new(
+            ErrorKind::Undecodable,
+            "job_id must be 1..=128 characters of [A-Za-z0-9-_.:]",
+        ))
+    }
+}
+
+/// The payload digest: the decompressed C1 (compression levels differ between producers) and
+/// every field that changes the proof.
+fn digest(job: &JobV1, c1: &[u8]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(job.kind.as_str().as_bytes());
+    h.update([0]);
+    h.update(job.registered_proof.as_bytes());
+    h.update([0]);
+    h.update(job.miner_id.to_le_bytes());
+    h.update(job.sector_number.to_le_bytes());
+    if let Some(spec) = &job.canary {
+        h.update(spec.partitions.to_le_bytes());
+        h.update(spec.seed.to_le_bytes());
+    }
+    h.update((c1.len() as u64).to_le_bytes());
+    h.update(c1);
+    h.finalize().into()
+}
+
+/// Encode a job for the wire (named fields).
+pub fn encode(job: &JobV1) -> anyhow::Result<Vec<u8>> {
+    Ok(rmp_serde::to_vec_named(job)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn canary(id: &str) -> JobV1 {
+        JobV1 {
+            v: 1,
+            job_id: id.into(),
+            kind: JobKind::Canary,
+            registered_proof: "canary".into(),
+            miner_id: 1000,
+            sector_number: 1,
+            phase1_output: vec![],
+            canary: Some(CanarySpec {
+                partitions: 2,
+                seed: 7,
+            }),
+        }
+    }
+
+    fn porep(c1: &[u8]) -> JobV1 {
+        JobV1 {
+            v: 1,
+            job_id: "p-1".into(),
+            kind: JobKind::PorepC2,
+            registered_proof: "StackedDrg2KiBV1_1".into(),
+            miner_id: 1000,
+            sector_number: 1,
+            phase1_output: zstd::encode_all(c1, 3).unwrap(),
+            canary: None,
+        }
+    }
+
+    fn kind_of(bytes: &[u8]) -> ErrorKind {
+        decode(bytes, &Limits::default()).unwrap_err().kind
+    }
+
+    #[test]
+    fn round_trip_and_digest_ignores_compression_level() {
+        let mut a = porep(b"{\"c1\":1}");
+        let da = decode(&encode(&a).unwrap(), &Limits::default()).unwrap();
+        assert_eq!(da.c1, b"{\"c1\":1}");
+        a.phase1_output = zstd::encode_all(&b"{\"c1\":1}"[..], 19).unwrap();
+        let db = decode(&encode(&a).unwrap(), &Limits::default()).unwrap();
+        assert_eq!(da.digest, db.digest);
+        a.sector_number = 2;
+        let dc = decode(&encode(&a).unwrap(), &Limits::default()).unwrap();
+        assert_ne!(da.digest, dc.digest);
+    }
+
+    /// The job as a producer with a free-form `kind` would write it.
+    #[derive(Serialize)]
+    struct RawJob<'a> {
+        v: u32,
+        job_id: &'a str,
+        kind: &'a str,
+        registered_proof: &'a str,
+        miner_id: u64,
+        sector_number: u64,
+        #[serde(with = "serde_bytes")]
+        phase1_output: &'a [u8],
+    }
+
+    #[test]
+    fn fields_are_named_on_the_wire() {
+        let bytes = encode(&canary("c-1")).unwrap();
+        for name in [
+            "job_id",
+            "kind",
+            "registered_proof",
+            "phase1_output",
+            "canary",
+        ] {
+            assert!(
+                bytes.windows(name.len()).any(|w| w == name.as_bytes()),
+                "{name} is not on the wire"
+            );
+        }
+        // And a map with named fields written by someone else decodes.
+        let raw = RawJob {
+            v: 1,
+            job_id: "p-2",
+            kind: "porep-c2",
+            registered_proof: "StackedDrg2KiBV1_1",
+            miner_id: 1,
+            sector_number: 2,
+            phase1_output: &zstd::encode_all(&b"{}"[..], 1).unwrap(),
+        };
+        let d = decode(&rmp_serde::to_vec_named(&raw).unwrap(), &Limits::default()).unwrap();
+        assert_eq!(d.job.sector_number, 2);
+    }
+
+    #[test]
+    fn each_bad_input_has_its_class() {
+        assert_eq!(kind_of(b"\xc1\xc1garbage"), ErrorKind::Undecodable);
+        let mut j = canary("c-1");
+        j.v = 2;
+        assert_eq!(kind_of(&encode(&j).unwrap()), ErrorKind::UnknownVersion);
+        let raw = RawJob {
+            v: 1,
+            job_id: "w-1",
+            kind: "window-post",
+            registered_proof: "StackedDrg2KiBV1_1",
+            miner_id: 1,
+            sector_number: 2,
+            phase1_output: b"",
+        };
+        assert_eq!(
+            kind_of(&rmp_serde::to_vec_named(&raw).unwrap()),
+            ErrorKind::WrongKind
+        );
+        let bytes = encode(&canary("c-1")).unwrap();
+        assert_eq!(kind_of(&bytes[..bytes.len() / 2]), ErrorKind::Undecodable);
+        let mut p = porep(b"{}");
+        p.phase1_output = b"not zstd".to_vec();
+        assert_eq!(kind_of(&encode(&p).unwrap()), ErrorKind::MalformedC1);
+        let mut c = canary("c-1");
+        c.canary = Some(CanarySpec {
+            partitions: 10_000,
+            seed: 1,
+        });
+        assert_eq!(kind_of(&encode(&c).unwrap()), ErrorKind::Oversize);
+        assert_eq!(
+            kind_of(&encode(&canary("bad id!")).unwrap()),
+            ErrorKind::Undecodable
+        );
+    }
+
+    #[test]
+    fn peek_finds_the_id_of_a_message_that_fails_later() {
+        let mut j = canary("c-9");
+        j.v = 3;
+        assert_eq!(peek_job_id(&encode(&j).unwrap()).as_deref(), Some("c-9"));
+    }
+}

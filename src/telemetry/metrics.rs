@@ -1,0 +1,91 @@
+//! The worker's Prometheus metrics.
+
+use anyhow::Result;
+use prometheus::{
+    exponential_buckets, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
+    IntGauge, Opts, Registry, TextEncoder,
+};
+
+pub struct Metrics {
+    pub registry: Registry,
+    /// Jobs by outcome: `proved`, `from_ledger`, `failed`, `retried`, `dead_lettered`.
+    pub jobs: IntCounterVec,
+    /// Per-partition stage latency (`synthesis`, `start`, `finish`) and per-job `verify`,
+    /// `publish` and `total`.
+    pub stage_seconds: HistogramVec,
+    /// Time from a job's publication (AMQP timestamp) to its fetch by a worker.
+    pub queue_wait_seconds: Histogram,
+    pub retries: IntCounter,
+    pub gate_budget_bytes: IntGauge,
+    pub gate_reserved_bytes: IntGauge,
+    pub jobs_in_flight: IntGauge,
+    pub rss_bytes: IntGauge,
+    pub broker_reconnects: IntCounter,
+}
+
+impl Metrics {
+    pub fn new() -> Result<Metrics> {
+        let registry = Registry::new_custom(Some("c2q".into()), None)?;
+        let jobs = IntCounterVec::new(
+            Opts::new("jobs_total", "Jobs finished, by outcome"),
+            &["outcome"],
+        )?;
+        let stage_seconds = HistogramVec::new(
+            HistogramOpts::new("stage_seconds", "Latency of pipeline stages")
+                .buckets(exponential_buckets(0.001, 2.5, 18)?),
+            &["stage"],
+        )?;
+        let queue_wait_seconds = Histogram::with_opts(
+            HistogramOpts::new("queue_wait_seconds", "Time jobs waited in the queue")
+                .buckets(exponential_buckets(0.01, 3.0, 14)?),
+        )?;
+        let retries = IntCounter::new("retries_total", "Jobs sent to a retry delay queue")?;
+        let gate_budget_bytes = IntGauge::new("gate_budget_bytes", "Memory budget for jobs")?;
+        let gate_reserved_bytes =
+            IntGauge::new("gate_reserved_bytes", "Memory reserved by admitted jobs")?;
+        let jobs_in_flight = IntGauge::new("jobs_in_flight", "Jobs taken and not yet acked")?;
+        let rss_bytes = IntGauge::new("rss_bytes", "Resident set size of the worker")?;
+        let broker_reconnects =
+            IntCounter::new("broker_reconnects_total", "Broker connections replaced")?;
+        registry.register(Box::new(jobs.clone()))?;
+        registry.register(Box::new(stage_seconds.clone()))?;
+        registry.register(Box::new(queue_wait_seconds.clone()))?;
+        registry.register(Box::new(retries.clone()))?;
+        registry.register(Box::new(gate_budget_bytes.clone()))?;
+        registry.register(Box::new(gate_reserved_bytes.clone()))?;
+        registry.register(Box::new(jobs_in_flight.clone()))?;
+        registry.register(Box::new(rss_bytes.clone()))?;
+        registry.register(Box::new(broker_reconnects.clone()))?;
+        Ok(Metrics {
+            registry,
+            jobs,
+            stage_seconds,
+            queue_wait_seconds,
+            retries,
+            gate_budget_bytes,
+            gate_reserved_bytes,
+            jobs_in_flight,
+            rss_bytes,
+            broker_reconnects,
+        })
+    }
+
+    pub fn observe_ms(&self, stage: &str, ms: u64) {
+        self.stage_seconds
+            .with_label_values(&[stage])
+            .observe(ms as f64 / 1000.0);
+    }
+
+    /// The text exposition format.
+    pub fn render(&self) -> String {
+        if let Some(rss) = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| crate::gate::budget::rss_bytes(&s))
+        {
+            self.rss_bytes.set(rss as i64);
+        }
+        TextEncoder::new()
+            .encode_to_string(&self.registry.gather())
+            .unwrap_or_else(|e| format!("# encoding failed: {e}\n"))
+    }
+}

@@ -1,0 +1,276 @@
+//! One delivery, from fetch to ack.
+//!
+//! Order of effects, which is what makes worker death at any point safe:
+//! claim in the ledger → prove → record the proof → publish the result (confirmed) →
+//! mark published → ack. A redelivery after any of these either proves again (nothing was
+//! recorded) or is answered from the ledger (the proof was).
+
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use lapin::message::Delivery;
+use lapin::options::{BasicAckOptions, BasicNackOptions};
+use tokio::sync::oneshot;
+
+use super::reply::{self, Echo};
+use super::{jobs, Worker};
+use crate::broker::{headers, Broker};
+use crate::gate::Reservation;
+use crate::ledger::{Claim, JobIdentity};
+use crate::pipeline::{Stage, Submission};
+use crate::schema::{self, ErrorKind, JobError, JobKind, PartitionTiming, ResultV1, Status};
+
+/// How a delivery ends.
+pub(super) enum Outcome {
+    /// Publish this result, then ack.
+    Answer(ResultV1),
+    /// Publish a failed result, dead-letter, ack (or retry first, if transient).
+    Failed(JobError, Echo, u32),
+}
+
+impl Worker {
+    pub(super) async fn handle(
+        self: Arc<Self>,
+        fetched_on: Arc<Broker>,
+        delivery: Delivery,
+        reservation: Reservation,
+    ) {
+        self.metrics.jobs_in_flight.inc();
+        if let Some(ts) = delivery.properties.timestamp() {
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0);
+            self.metrics
+                .queue_wait_seconds
+                .observe(now.saturating_sub(*ts) as f64);
+        }
+        let started = Instant::now();
+        let outcome = self.process(&delivery, reservation).await;
+        let settled = reply::settle(&self, &delivery, outcome).await;
+        match settled {
+            Ok(()) => {
+                if let Err(e) = delivery.acker.ack(BasicAckOptions::default()).await {
+                    // Typically the channel was closed under us (consumer timeout, broker
+                    // restart): the broker redelivers and the ledger answers.
+                    tracing::warn!(error = %e, "ack failed; the job will be redelivered and answered from the ledger");
+                }
+            }
+            Err(e) => {
+                tracing::error!(
+                    error = format!("{e:#}"),
+                    "could not settle the job; handing it back"
+                );
+                let requeue = BasicNackOptions {
+                    requeue: true,
+                    ..Default::default()
+                };
+                let _ = delivery.acker.nack(requeue).await;
+            }
+        }
+        self.metrics
+            .observe_ms("total", started.elapsed().as_millis() as u64);
+        self.metrics.jobs_in_flight.dec();
+        self.metrics
+            .gate_reserved_bytes
+            .set(self.gate.used() as i64);
+        drop(fetched_on);
+    }
+
+    async fn process(&self, delivery: &Delivery, reservation: Reservation) -> Outcome {
+        let retries = headers::attempts(&delivery.properties);
+        let decoded = match schema::job::decode(&delivery.data, &self.cfg.limits) {
+            Ok(d) => d,
+            Err(e) => {
+                let job_id = schema::job::peek_job_id(&delivery.data)
+                    .or_else(|| {
+                        delivery
+                            .properties
+                            .message_id()
+                            .as_ref()
+                            .map(|s| s.to_string())
+                    })
+                    .unwrap_or_default();
+                tracing::warn!(job_id, error = %e, "rejected job message");
+                return Outcome::Failed(e, Echo::unknown(job_id), retries);
+            }
+        };
+        let job = &decoded.job;
+        // A redelivery of a job this process is still proving (its channel was closed under
+        // it, e.g. by the consumer timeout) waits for that proof and is then answered from the
+        // ledger instead of being proved a second time.
+        let lock = self.job_lock(&job.job_id);
+        let _proving = lock.lock().await;
+        let echo = Echo::of(job);
+        let identity = JobIdentity {
+            job_id: job.job_id.clone(),
+            kind: job.kind.as_str().to_string(),
+            registered_proof: job.registered_proof.clone(),
+            miner_id: job.miner_id,
+            sector_number: job.sector_number,
+            digest: decoded.digest,
+        };
+        let claim = match self.ledger.claim(&identity, &self.name).await {
+            Ok(c) => c,
+            Err(e) => return Outcome::Failed(JobError::transient(&e), echo, retries),
+        };
+        let attempts = match claim {
+            Claim::Mismatch => {
+                let e = JobError::new(
+                    ErrorKind::DuplicateMismatch,
+                    "job id already used for a different payload",
+                );
+                return Outcome::Failed(e, echo, retries);
+            }
+            Claim::Proved { proof, attempts } => {
+                tracing::info!(job_id = %job.job_id, "already proved: answering from the ledger");
+                self.metrics.jobs.with_label_values(&["from_ledger"]).inc();
+                return Outcome::Answer(echo.ok(&self.name, proof, attempts, true, vec![]));
+            }
+            Claim::Prove { attempts } => attempts,
+        };
+        tracing::info!(job_id = %job.job_id, kind = job.kind.as_str(), miner = job.miner_id,
+            sector = job.sector_number, attempts, "proving");
+
+        let limits = self.cfg.limits.clone();
+        let build_input = decoded.clone();
+        let built = tokio::task::spawn_blocking(move || jobs::build(&build_input, &limits)).await;
+        let built = match built {
+            Ok(Ok(b)) => b,
+            Ok(Err(e)) => return self.fail(e, echo, retries).await,
+            Err(e) => {
+                let e = JobError::new(ErrorKind::MalformedC1, format!("job set-up panicked: {e}"));
+                return self.fail(e, echo, retries).await;
+            }
+        };
+
+        // Shrink the fetch-time reservation to this job's estimate; the progress callback
+        // shrinks it further as partitions finish, keeping the SRS part to the end.
+        let est = built.estimate.clone();
+        let srs_part = self.srs_needed(&est);
+        reservation.shrink_to(srs_part + est.work(est.partitions));
+        self.metrics
+            .gate_reserved_bytes
+            .set(self.gate.used() as i64);
+        let reservation = Arc::new(reservation);
+        let progress = {
+            let r = reservation.clone();
+            let est = est.clone();
+            Box::new(move |remaining: usize| r.shrink_to(srs_part + est.work(remaining as u64)))
+        };
+
+        let (done_tx, done_rx) = oneshot::channel();
+        let submission = Submission {
+            id: job.job_id.clone(),
+            job: built.job,
+            progress,
+            done: done_tx,
+        };
+        // The hand-off blocks while the pipeline is full: keep that off the runtime threads.
+        let pipeline = self.pipeline.clone();
+        let submitted = tokio::task::spawn_blocking(move || pipeline.submit(submission))
+            .await
+            .map_err(anyhow::Error::from)
+            .and_then(|r| r);
+        if let Err(e) = submitted {
+            return self.fail(JobError::transient(&e), echo, retries).await;
+        }
+        let proved = match done_rx.await {
+            Ok(Ok(p)) => p,
+            Ok(Err(stage_err)) => {
+                let kind = match (stage_err.stage, job.kind) {
+                    // Synthesis of a PoRep partition fails on inputs that do not describe a
+                    // sealed sector: permanent. Everything else may be the machine's fault.
+                    (Stage::Synthesis, JobKind::PorepC2) => ErrorKind::MalformedC1,
+                    _ => ErrorKind::Transient,
+                };
+                return self
+                    .fail(JobError::new(kind, stage_err.to_string()), echo, retries)
+                    .await;
+            }
+            Err(_) => {
+                let e = JobError::new(ErrorKind::Transient, "pipeline dropped the job");
+                return self.fail(e, echo, retries).await;
+            }
+        };
+        let srs_reservation = reservation.split(srs_part);
+        self.keep_resident(&est.srs_key, srs_reservation);
+        drop(reservation);
+
+        self.observe_timings(&proved.timings, proved.verify_ms);
+        let timings_json = serde_json::to_string(&proved.timings).unwrap_or_else(|_| "[]".into());
+        if let Err(e) = self
+            .ledger
+            .record_proof(&job.job_id, &proved.proof, &timings_json)
+            .await
+        {
+            return Outcome::Failed(JobError::transient(&e), echo, retries);
+        }
+        self.metrics.jobs.with_label_values(&["proved"]).inc();
+        tracing::info!(job_id = %job.job_id, partitions = proved.timings.len(),
+            verify_ms = proved.verify_ms, "proof verified and recorded");
+        Outcome::Answer(echo.ok(&self.name, proved.proof, attempts, false, proved.timings))
+    }
+
+    fn job_lock(&self, job_id: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.job_locks.lock().unwrap_or_else(|p| p.into_inner());
+        // Forget locks nobody holds or waits for.
+        locks.retain(|_, l| Arc::strong_count(l) > 1);
+        locks.entry(job_id.to_string()).or_default().clone()
+    }
+
+    /// Record a failure in the ledger (best effort: the dead-letter queue is the record of
+    /// last resort) and turn it into an outcome.
+    async fn fail(&self, e: JobError, echo: Echo, retries: u32) -> Outcome {
+        if e.kind.is_permanent() {
+            if let Err(le) = self
+                .ledger
+                .record_failure(&echo.job_id, e.kind.as_str(), &e.message)
+                .await
+            {
+                tracing::warn!(error = format!("{le:#}"), "could not record the failure");
+            }
+        }
+        tracing::warn!(job_id = %echo.job_id, error = %e, "job failed");
+        Outcome::Failed(e, echo, retries)
+    }
+
+    fn observe_timings(&self, timings: &[PartitionTiming], verify_ms: u64) {
+        for t in timings {
+            self.metrics
+                .observe_ms("synthesis", t.synth_end_ms - t.synth_start_ms);
+            self.metrics
+                .observe_ms("start", t.start_end_ms - t.start_start_ms);
+            self.metrics
+                .observe_ms("finish", t.finish_end_ms - t.finish_start_ms);
+        }
+        self.metrics.observe_ms("verify", verify_ms);
+    }
+}
+
+impl Echo {
+    pub(super) fn ok(
+        self,
+        worker: &str,
+        proof: Vec<u8>,
+        attempts: u32,
+        from_ledger: bool,
+        timings: Vec<PartitionTiming>,
+    ) -> ResultV1 {
+        ResultV1 {
+            v: schema::VERSION,
+            job_id: self.job_id,
+            status: Status::Ok,
+            proof: Some(proof),
+            error: None,
+            kind: self.kind,
+            registered_proof: self.registered_proof,
+            miner_id: self.miner_id,
+            sector_number: self.sector_number,
+            worker: worker.to_string(),
+            attempts,
+            from_ledger,
+            timings,
+        }
+    }
+}

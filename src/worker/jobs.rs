@@ -1,0 +1,75 @@
+//! From a decoded job message to something the pipeline can prove, with the checks that make a
+//! bad payload a permanent, classified failure. CPU-heavy (C1 JSON parsing, circuit set-up):
+//! call from a blocking thread.
+
+use std::sync::Arc;
+
+use crate::canary::CanaryJob;
+use crate::gate::estimate::{self, Estimate};
+use crate::job::ProofJob;
+use crate::porep::{parse_c1, proof_name, PorepJob};
+use crate::schema::{DecodedJob, ErrorKind, JobError, JobKind, Limits};
+
+pub struct Built {
+    pub job: Arc<dyn ProofJob>,
+    pub estimate: Estimate,
+}
+
+pub fn build(decoded: &DecodedJob, limits: &Limits) -> Result<Built, JobError> {
+    let job = &decoded.job;
+    match job.kind {
+        JobKind::Canary => {
+            let spec = job
+                .canary
+                .as_ref()
+                .ok_or_else(|| JobError::new(ErrorKind::Undecodable, "canary spec missing"))?;
+            let canary = CanaryJob::new(spec.partitions as usize, spec.seed)
+                .map_err(|e| JobError::new(ErrorKind::Oversize, format!("{e:#}")))?;
+            Ok(Built {
+                estimate: estimate::canary(u64::from(spec.partitions)),
+                job: Arc::new(canary),
+            })
+        }
+        JobKind::PorepC2 => {
+            // Refuse what this worker will not prove before spending a parse on it.
+            if let Some(size) = estimate::sector_size_of(&job.registered_proof) {
+                if size > limits.max_sector_size {
+                    return Err(oversize_sector(size, limits));
+                }
+            }
+            let c1 = parse_c1(&decoded.c1)
+                .map_err(|e| JobError::new(ErrorKind::MalformedC1, format!("{e:#}")))?;
+            let found = proof_name(c1.registered_proof());
+            if found != job.registered_proof {
+                return Err(JobError::new(
+                    ErrorKind::ProofTypeMismatch,
+                    format!(
+                        "job says {}, the C1 output is for {found}",
+                        job.registered_proof
+                    ),
+                ));
+            }
+            let porep = PorepJob::new(c1, job.miner_id, job.sector_number)
+                .map_err(|e| JobError::new(ErrorKind::MalformedC1, format!("{e:#}")))?;
+            let sector_size = porep.sector_size();
+            if sector_size > limits.max_sector_size {
+                return Err(oversize_sector(sector_size, limits));
+            }
+            let partitions = porep.partitions() as u64;
+            Ok(Built {
+                estimate: estimate::porep(sector_size, partitions),
+                job: Arc::new(porep),
+            })
+        }
+    }
+}
+
+fn oversize_sector(size: u64, limits: &Limits) -> JobError {
+    JobError::new(
+        ErrorKind::Oversize,
+        format!(
+            "sector size {size} is over this worker's limit of {}",
+            limits.max_sector_size
+        ),
+    )
+}

@@ -1,0 +1,289 @@
+//! `c2q worker`: fetch jobs the memory gate can admit, prove them in the pipeline, publish the
+//! verified result with a broker confirm, and only then ack.
+//!
+//! Shutdown: SIGTERM (or a first SIGINT) stops fetching, lets in-flight jobs finish, publish
+//! and ack, and exits 0. A second SIGINT exits at once; the broker redelivers what was unacked.
+
+mod fault;
+mod handle;
+pub mod jobs;
+mod reply;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use lapin::options::BasicGetOptions;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::broker::Broker;
+use crate::config::Config;
+use crate::gate::{self, estimate, Gate, Reservation};
+use crate::groth16::{Backend, CpuBackend};
+use crate::ledger::Ledger;
+use crate::pipeline::Pipeline;
+use crate::telemetry::{self, http::Health, Metrics};
+
+/// How long the worker keeps trying to reach a broker that went away before it gives up.
+const BROKER_PATIENCE: Duration = Duration::from_secs(300);
+
+#[derive(clap::Args, Debug)]
+pub struct WorkerArgs {
+    /// TOML configuration file (environment overrides: `C2Q__SECTION__KEY`).
+    #[arg(long, env = "C2Q_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+/// Entry point of `c2q worker`.
+pub fn run(args: WorkerArgs) -> Result<()> {
+    let config = Config::load(args.config.as_deref())?;
+    telemetry::init_logging(&config.telemetry.log_format);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("c2q-rt")
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(run_async(config))
+}
+
+pub(crate) struct Worker {
+    cfg: Config,
+    name: String,
+    ledger: Ledger,
+    broker: tokio::sync::Mutex<Option<Arc<Broker>>>,
+    gate: Arc<Gate>,
+    pipeline: Arc<Pipeline>,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+    /// SRS memory held while an SRS stays loaded, keyed like `Estimate::srs_key`.
+    resident: Mutex<HashMap<String, Reservation>>,
+    /// One lock per job id being processed here (see `handle`).
+    job_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+pub async fn run_async(cfg: Config) -> Result<()> {
+    let name = cfg.worker_name();
+    let metrics = Arc::new(Metrics::new()?);
+    let health = Arc::new(Health::default());
+    let stop = CancellationToken::new();
+    let telemetry_stop = CancellationToken::new();
+    if !cfg.telemetry.listen.is_empty() {
+        let addr = telemetry::http::serve(
+            &cfg.telemetry.listen,
+            metrics.clone(),
+            health.clone(),
+            telemetry_stop.clone(),
+        )
+        .await?;
+        tracing::info!(%addr, "telemetry endpoint listening");
+    }
+    spawn_signal_handler(stop.clone())?;
+
+    let budget = gate::detect_budget(&cfg.gate)?;
+    let gate = Gate::new(budget.jobs);
+    metrics.gate_budget_bytes.set(budget.jobs as i64);
+    let backend: Arc<dyn Backend> = match cfg.pipeline.backend.as_str() {
+        "cpu" => Arc::new(CpuBackend),
+        other => bail!("pipeline.backend {other:?} is not available in this build (try \"cpu\")"),
+    };
+    let backend = fault::wrap_backend(cfg.pipeline.fault.as_deref(), backend);
+    let pipeline = Pipeline::start(backend, cfg.pipeline.finalizer_threads)?;
+    let ledger = Ledger::connect(&cfg.ledger).await?;
+    health.ledger_up.store(true, Ordering::Relaxed);
+
+    let worker = Arc::new(Worker {
+        name: name.clone(),
+        ledger,
+        broker: tokio::sync::Mutex::new(None),
+        gate,
+        pipeline: Arc::new(pipeline),
+        metrics,
+        health,
+        resident: Mutex::new(HashMap::new()),
+        job_locks: Mutex::new(HashMap::new()),
+        cfg,
+    });
+    let largest = worker.fetch_bytes();
+    if largest > budget.jobs {
+        bail!(
+            "memory budget for jobs ({} bytes) cannot admit the largest job this worker accepts \
+             ({largest} bytes): raise gate.budget_bytes or lower limits.max_sector_size",
+            budget.jobs
+        );
+    }
+    worker.broker().await?;
+    tracing::info!(worker = %name, budget = budget.total, job_budget = budget.jobs,
+        prefix = %worker.cfg.broker.prefix, "worker started");
+    spawn_ledger_probe(worker.clone(), stop.clone());
+
+    let tracker = TaskTracker::new();
+    let fetched = worker.fetch_loop(&tracker, &stop).await;
+    worker.health.draining.store(true, Ordering::Relaxed);
+    tracker.close();
+    tracing::info!(
+        in_flight = tracker.len(),
+        "draining: waiting for in-flight jobs"
+    );
+    tracker.wait().await;
+    if let Some(b) = worker.broker.lock().await.take() {
+        b.close().await;
+    }
+    telemetry_stop.cancel();
+    tracing::info!("worker stopped");
+    fetched
+}
+
+impl Worker {
+    /// Reserve, fetch, hand off; until `stop`.
+    async fn fetch_loop(
+        self: &Arc<Self>,
+        tracker: &TaskTracker,
+        stop: &CancellationToken,
+    ) -> Result<()> {
+        let poll = Duration::from_millis(self.cfg.broker.poll_interval_ms.max(10));
+        loop {
+            let reservation = tokio::select! {
+                r = self.gate.reserve(self.fetch_bytes()) => r,
+                _ = stop.cancelled() => return Ok(()),
+            };
+            self.metrics
+                .gate_reserved_bytes
+                .set(self.gate.used() as i64);
+            if stop.is_cancelled() {
+                return Ok(());
+            }
+            let broker = self.broker().await?;
+            let got = broker
+                .fetch
+                .basic_get(
+                    &broker.names.jobs_queue(),
+                    BasicGetOptions { no_ack: false },
+                )
+                .await;
+            match got {
+                Ok(Some(message)) => {
+                    let worker = self.clone();
+                    let delivery = message.delivery;
+                    tracker
+                        .spawn(async move { worker.handle(broker, delivery, reservation).await });
+                }
+                Ok(None) => {
+                    drop(reservation);
+                    tokio::select! {
+                        _ = tokio::time::sleep(poll) => {}
+                        _ = stop.cancelled() => return Ok(()),
+                    }
+                }
+                Err(e) => {
+                    drop(reservation);
+                    tracing::warn!(error = %e, "fetching from the job queue failed; reconnecting");
+                    tokio::time::sleep(poll).await;
+                }
+            }
+        }
+    }
+
+    /// The current broker connection, replaced (with backoff) when it or a channel died, e.g.
+    /// after a broker restart or a consumer-timeout channel closure.
+    pub(crate) async fn broker(&self) -> Result<Arc<Broker>> {
+        let mut current = self.broker.lock().await;
+        if let Some(b) = current.as_ref() {
+            if b.is_healthy() {
+                return Ok(b.clone());
+            }
+            self.metrics.broker_reconnects.inc();
+            tracing::warn!("broker connection or channel lost; reconnecting");
+        }
+        self.health.broker_up.store(false, Ordering::Relaxed);
+        *current = None;
+        let b = Arc::new(
+            Broker::connect_with_backoff(
+                &self.cfg.broker,
+                self.cfg.retry.max_retries,
+                &self.name,
+                BROKER_PATIENCE,
+            )
+            .await
+            .context("RabbitMQ stayed unreachable")?,
+        );
+        *current = Some(b.clone());
+        self.health.broker_up.store(true, Ordering::Relaxed);
+        Ok(b)
+    }
+
+    /// What must be free before a message is taken: the largest job this worker accepts, with
+    /// the SRS counted only if it is not already resident.
+    fn fetch_bytes(&self) -> u64 {
+        let limits = &self.cfg.limits;
+        let porep = estimate::porep(limits.max_sector_size, estimate::IN_FLIGHT);
+        let canary = estimate::canary(u64::from(limits.max_canary_partitions));
+        [porep, canary]
+            .iter()
+            .map(|e| e.work(e.partitions) + self.srs_needed(e))
+            .max()
+            .unwrap_or(0)
+    }
+
+    fn srs_needed(&self, e: &estimate::Estimate) -> u64 {
+        let resident = self.resident.lock().unwrap_or_else(|p| p.into_inner());
+        if resident.contains_key(&e.srs_key) {
+            0
+        } else {
+            e.srs_bytes
+        }
+    }
+
+    /// Keep the SRS part of a finished job's reservation while the SRS stays loaded.
+    fn keep_resident(&self, key: &str, reservation: Reservation) {
+        let mut resident = self.resident.lock().unwrap_or_else(|p| p.into_inner());
+        resident.entry(key.to_string()).or_insert(reservation);
+    }
+}
+
+fn spawn_signal_handler(stop: CancellationToken) -> Result<()> {
+    let mut term = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = term.recv() => {
+                    tracing::info!("SIGTERM: draining (no new jobs; in-flight jobs finish)");
+                    stop.cancel();
+                }
+                _ = int.recv() => {
+                    if stop.is_cancelled() {
+                        tracing::warn!("second SIGINT: exiting now; unacked jobs will be redelivered");
+                        std::process::exit(130);
+                    }
+                    tracing::info!("SIGINT: draining; press Ctrl-C again to exit at once");
+                    stop.cancel();
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+/// Keep `/readyz` honest about the database.
+fn spawn_ledger_probe(worker: Arc<Worker>, stop: CancellationToken) {
+    tokio::spawn(async move {
+        while !stop.is_cancelled() {
+            let up = worker.ledger.ping().await;
+            worker.health.ledger_up.store(up, Ordering::Relaxed);
+            if let Ok(status) = std::fs::read_to_string("/proc/self/status") {
+                if let Some(rss) = gate::budget::rss_bytes(&status) {
+                    worker.metrics.rss_bytes.set(rss as i64);
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+                _ = stop.cancelled() => {}
+            }
+        }
+    });
+}

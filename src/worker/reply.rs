@@ -1,0 +1,258 @@
+//! Settling a job on the broker: the result to its reply queue, and for failures the dead-letter
+//! queue or a retry delay queue. Every publish is confirmed before the job is acked.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use lapin::message::Delivery;
+use lapin::types::ShortString;
+use lapin::BasicProperties;
+
+use super::handle::Outcome;
+use super::Worker;
+use crate::broker::{self, headers, publish_confirmed, PublishError};
+use crate::schema::{self, result::ErrorInfo, ErrorKind, JobError, JobV1, ResultV1, Status};
+
+/// What a result echoes of its job.
+pub(super) struct Echo {
+    pub job_id: String,
+    pub kind: String,
+    pub registered_proof: String,
+    pub miner_id: u64,
+    pub sector_number: u64,
+}
+
+impl Echo {
+    pub fn of(job: &JobV1) -> Echo {
+        Echo {
+            job_id: job.job_id.clone(),
+            kind: job.kind.as_str().to_string(),
+            registered_proof: job.registered_proof.clone(),
+            miner_id: job.miner_id,
+            sector_number: job.sector_number,
+        }
+    }
+
+    /// For a message that did not decode.
+    pub fn unknown(job_id: String) -> Echo {
+        Echo {
+            job_id,
+            kind: String::new(),
+            registered_proof: String::new(),
+            miner_id: 0,
+            sector_number: 0,
+        }
+    }
+
+    fn failed(self, worker: &str, error: &JobError, attempts: u32) -> ResultV1 {
+        ResultV1 {
+            v: schema::VERSION,
+            job_id: self.job_id,
+            status: Status::Failed,
+            proof: None,
+            error: Some(ErrorInfo {
+                kind: error.kind,
+                message: error.message.clone(),
+            }),
+            kind: self.kind,
+            registered_proof: self.registered_proof,
+            miner_id: self.miner_id,
+            sector_number: self.sector_number,
+            worker: worker.to_string(),
+            attempts,
+            from_ledger: false,
+            timings: vec![],
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Publish what the outcome calls for. `Ok` means the job may be acked.
+pub(super) async fn settle(worker: &Worker, delivery: &Delivery, outcome: Outcome) -> Result<()> {
+    match outcome {
+        Outcome::Answer(result) => {
+            let t = std::time::Instant::now();
+            match publish_result(worker, delivery, &result).await {
+                Ok(()) => {}
+                Err(PublishErrorOr::Unroutable(e)) => {
+                    // The proof stays in the ledger; a replay from the dead-letter queue with
+                    // a working reply_to answers from it.
+                    let err = JobError::new(ErrorKind::Unroutable, e.to_string());
+                    let _ = worker
+                        .ledger
+                        .record_failure(&result.job_id, err.kind.as_str(), &err.message)
+                        .await;
+                    return dead_letter(worker, delivery, &err, result.attempts, &result.job_id)
+                        .await;
+                }
+                Err(PublishErrorOr::Other(e)) => return Err(e),
+            }
+            worker
+                .metrics
+                .observe_ms("publish", t.elapsed().as_millis() as u64);
+            if worker.cfg.pipeline.fault.as_deref() == Some("kill-after-publish") {
+                tracing::warn!(job_id = %result.job_id, "fault injection: SIGKILL between publish and ack");
+                // SAFETY: kill(2) on our own pid has no memory-safety preconditions.
+                unsafe {
+                    libc::kill(libc::getpid(), libc::SIGKILL);
+                }
+            }
+            worker.ledger.mark_published(&result.job_id).await?;
+            Ok(())
+        }
+        Outcome::Failed(error, echo, retries) => {
+            if !error.kind.is_permanent() {
+                if retries < worker.cfg.retry.max_retries {
+                    return retry(worker, delivery, &error, retries + 1).await;
+                }
+                let exhausted = JobError::new(
+                    ErrorKind::RetriesExhausted,
+                    format!("{} retries failed; last error: {}", retries, error.message),
+                );
+                let _ = worker
+                    .ledger
+                    .record_failure(&echo.job_id, exhausted.kind.as_str(), &exhausted.message)
+                    .await;
+                return fail_and_dead_letter(worker, delivery, exhausted, echo, retries).await;
+            }
+            fail_and_dead_letter(worker, delivery, error, echo, retries).await
+        }
+    }
+}
+
+async fn fail_and_dead_letter(
+    worker: &Worker,
+    delivery: &Delivery,
+    error: JobError,
+    echo: Echo,
+    retries: u32,
+) -> Result<()> {
+    let job_id = echo.job_id.clone();
+    let result = echo.failed(&worker.name, &error, retries);
+    match publish_result(worker, delivery, &result).await {
+        Ok(()) | Err(PublishErrorOr::Unroutable(_)) => {}
+        Err(PublishErrorOr::Other(e)) => return Err(e),
+    }
+    worker.metrics.jobs.with_label_values(&["failed"]).inc();
+    dead_letter(worker, delivery, &error, retries, &job_id).await
+}
+
+enum PublishErrorOr {
+    Unroutable(PublishError),
+    Other(anyhow::Error),
+}
+
+async fn publish_result(
+    worker: &Worker,
+    delivery: &Delivery,
+    result: &ResultV1,
+) -> Result<(), PublishErrorOr> {
+    let broker = worker.broker().await.map_err(PublishErrorOr::Other)?;
+    let reply_to = delivery
+        .properties
+        .reply_to()
+        .as_ref()
+        .map(|s| s.to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| broker.names.results());
+    let payload = result
+        .encode()
+        .context("encoding the result")
+        .map_err(PublishErrorOr::Other)?;
+    let props = BasicProperties::default()
+        .with_content_type(schema::CONTENT_TYPE.into())
+        .with_delivery_mode(2)
+        .with_message_id(ShortString::from(result.job_id.clone()))
+        .with_correlation_id(ShortString::from(result.job_id.clone()))
+        .with_timestamp((now_ms() / 1000) as u64);
+    match publish_confirmed(&broker.publish, "", &reply_to, &payload, props).await {
+        Ok(()) => Ok(()),
+        Err(e @ PublishError::Unroutable { .. }) => Err(PublishErrorOr::Unroutable(e)),
+        Err(e) => Err(PublishErrorOr::Other(
+            anyhow::Error::new(e).context(format!("publishing the result to {reply_to}")),
+        )),
+    }
+}
+
+/// Copy the job to the dead-letter exchange with the reason in its headers.
+async fn dead_letter(
+    worker: &Worker,
+    delivery: &Delivery,
+    error: &JobError,
+    retries: u32,
+    job_id: &str,
+) -> Result<()> {
+    let broker = worker.broker().await?;
+    let props = delivery.properties.clone();
+    let (miner, sector) = match schema::job::decode(&delivery.data, &worker.cfg.limits) {
+        Ok(d) => (d.job.miner_id as i64, d.job.sector_number as i64),
+        Err(_) => (-1, -1),
+    };
+    let hdrs = headers::with(
+        props.headers().as_ref(),
+        vec![
+            (headers::REASON, headers::string(error.kind.as_str())),
+            (headers::ERROR, headers::string(&error.message)),
+            (headers::WORKER, headers::string(&worker.name)),
+            (headers::ATTEMPTS, headers::int(i64::from(retries))),
+            (headers::MINER, headers::int(miner)),
+            (headers::SECTOR, headers::int(sector)),
+            (headers::DEAD_AT, headers::int(now_ms())),
+        ],
+        &[],
+    );
+    let mut props = props.with_headers(hdrs);
+    if props.message_id().is_none() && !job_id.is_empty() {
+        props = props.with_message_id(job_id.into());
+    }
+    publish_confirmed(
+        &broker.publish,
+        &broker.names.dlx(),
+        "",
+        &delivery.data,
+        props,
+    )
+    .await
+    .context("dead-lettering the job")?;
+    worker
+        .metrics
+        .jobs
+        .with_label_values(&["dead_lettered"])
+        .inc();
+    tracing::warn!(job_id, reason = error.kind.as_str(), "job dead-lettered");
+    Ok(())
+}
+
+/// Send the job to the delay queue of retry `attempt`; it comes back to the job queue when its
+/// per-message TTL expires.
+async fn retry(worker: &Worker, delivery: &Delivery, error: &JobError, attempt: u32) -> Result<()> {
+    let broker = worker.broker().await?;
+    let delay = broker::retry::delay(&worker.cfg.retry, attempt, &mut rand::thread_rng());
+    let hdrs = headers::with(
+        delivery.properties.headers().as_ref(),
+        vec![
+            (headers::ATTEMPTS, headers::int(i64::from(attempt))),
+            (headers::ERROR, headers::string(&error.message)),
+        ],
+        &[],
+    );
+    let props = delivery
+        .properties
+        .clone()
+        .with_headers(hdrs)
+        .with_expiration(ShortString::from(delay.as_millis().to_string()));
+    let queue = broker.names.retry_queue(attempt);
+    publish_confirmed(&broker.publish, "", &queue, &delivery.data, props)
+        .await
+        .with_context(|| format!("sending the job to {queue}"))?;
+    worker.metrics.retries.inc();
+    worker.metrics.jobs.with_label_values(&["retried"]).inc();
+    tracing::warn!(error = %error, attempt, delay_ms = delay.as_millis() as u64, "transient failure: retrying later");
+    Ok(())
+}

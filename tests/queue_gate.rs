@@ -1,0 +1,93 @@
+//! The memory gate and the runtime's responsiveness: a saturated worker takes nothing while a
+//! free one does; peak RSS stays under the budget; health checks and ledger answers keep
+//! flowing in well under a second while proofs compute.
+
+mod queue_support;
+
+use std::time::{Duration, Instant};
+
+use c2q::schema::Status;
+use queue_support::*;
+
+const T: Duration = Duration::from_secs(120);
+const MIB: u64 = 1 << 20;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_job_goes_to_the_free_worker_and_rss_stays_under_budget() {
+    let env = Env::new("gate");
+    // Worker A's job budget (total minus the 256 MiB baseline) admits one canary job at a
+    // time: after one is admitted, the worst-case reservation for the next (a 2 KiB PoRep job,
+    // 256 MiB) no longer fits.
+    let mut small = env.config.clone();
+    let budget = 256 * MIB + 300 * MIB;
+    small.gate.budget_bytes = Some(budget);
+    let a = env.spawn_worker_with("A", &small);
+    a.wait_log("worker started", T).await;
+    let b = env.broker().await;
+    publish_job(&b, &canary_job("gate-long", 40, 21)).await;
+    let ledger = env.ledger().await;
+    wait_row(&ledger, "gate-long", T, |r| {
+        r.worker.as_deref() == Some("A")
+    })
+    .await;
+
+    let free = env.spawn_worker("B");
+    free.wait_log("worker started", T).await;
+    let t = Instant::now();
+    publish_job(&b, &canary_job("gate-short", 1, 22)).await;
+    let r = result_for(&b, "gate-short", T).await;
+    let took = t.elapsed();
+    assert_eq!(r.status, Status::Ok);
+    assert_eq!(r.worker, "B", "the saturated worker took the job");
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    let row = ledger.get("gate-long").await.unwrap().unwrap();
+    assert_eq!(row.status, "running", "the long job was still proving on A");
+
+    let long = result_for(&b, "gate-long", T).await;
+    assert_eq!(long.status, Status::Ok);
+    assert_eq!(long.worker, "A");
+    let peak = a.peak_rss();
+    assert!(peak < budget, "peak RSS {peak} over budget {budget}");
+    assert!(!a.log().contains("gate-short"));
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn health_and_ledger_answers_flow_while_proofs_compute() {
+    let env = Env::new("resp");
+    let w = env.spawn_worker("w");
+    let addr = w.telemetry_addr().await;
+    let b = env.broker().await;
+    publish_job(&b, &canary_job("resp-small", 1, 31)).await;
+    assert_eq!(result_for(&b, "resp-small", T).await.status, Status::Ok);
+
+    publish_job(&b, &canary_job("resp-long", 40, 32)).await;
+    w.wait_log("partition proved\",\"job_id\":\"resp-long", T)
+        .await;
+    let mut worst = Duration::ZERO;
+    for _ in 0..20 {
+        let t = Instant::now();
+        assert_eq!(http_get(&addr, "/healthz").await.0, 200);
+        worst = worst.max(t.elapsed());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // A duplicate is fetched, answered from the ledger, published, confirmed and acked.
+    let t = Instant::now();
+    publish_job(&b, &canary_job("resp-small", 1, 31)).await;
+    let dup = result_for(&b, "resp-small", T).await;
+    let round_trip = t.elapsed();
+    assert!(dup.from_ledger);
+    let ledger = env.ledger().await;
+    assert_eq!(
+        ledger.get("resp-long").await.unwrap().unwrap().status,
+        "running",
+        "measurements must happen while the long proof computes"
+    );
+    assert!(worst < Duration::from_secs(1), "healthz took {worst:?}");
+    assert!(
+        round_trip < Duration::from_secs(1),
+        "ledger answer took {round_trip:?}"
+    );
+    wait_row(&ledger, "resp-long", T, |r| r.status == "published").await;
+    env.cleanup().await;
+}

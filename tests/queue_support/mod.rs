@@ -1,0 +1,366 @@
+//! Fixtures for the queue integration tests: a unique prefix and ledger schema per test (so
+//! tests run in parallel and rerun), worker processes, job publishing, result and dead-letter
+//! reading, all against the real RabbitMQ and PostgreSQL on 127.0.0.1.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use c2q::broker::{publish_confirmed, topology::JOB_KEY, Broker};
+use c2q::config::Config;
+use c2q::ledger::{Ledger, LedgerRow};
+use c2q::schema::{self, CanarySpec, JobKind, JobV1, ResultV1};
+use lapin::message::Delivery;
+use lapin::options::{BasicAckOptions, BasicGetOptions, QueueDeclareOptions, QueueDeleteOptions};
+use lapin::types::{FieldTable, ShortString};
+use lapin::BasicProperties;
+
+pub const TEST_PARAMS: &str = "/var/tmp/c2q-test-params";
+
+/// One test's world: its own queues, ledger schema and scratch directory.
+pub struct Env {
+    pub prefix: String,
+    pub dir: tempfile::TempDir,
+    pub config: Config,
+}
+
+impl Env {
+    pub fn new(tag: &str) -> Env {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let prefix = format!(
+            "t_{tag}_{}_{}_{}",
+            std::process::id(),
+            nanos % 100_000,
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut config = Config::default();
+        config.broker.prefix = prefix.clone();
+        config.broker.poll_interval_ms = 100;
+        config.ledger.schema = prefix.clone();
+        config.ledger.pool_size = 4;
+        config.limits.max_sector_size = 2048;
+        config.limits.max_canary_partitions = 64;
+        config.gate.budget_bytes = Some(2 << 30);
+        config.retry.base_delay_ms = 200;
+        config.retry.max_delay_ms = 1_000;
+        config.retry.max_retries = 2;
+        config.telemetry.listen = "127.0.0.1:0".into();
+        config.telemetry.log_format = "json".into();
+        Env {
+            prefix,
+            dir: tempfile::tempdir().unwrap(),
+            config,
+        }
+    }
+
+    /// Write `config` for a worker called `name`.
+    pub fn write_config(&self, name: &str, config: &Config) -> PathBuf {
+        let mut c = config.clone();
+        c.worker_name = Some(name.to_string());
+        let path = self.dir.path().join(format!("{name}.toml"));
+        std::fs::write(&path, toml::to_string(&c).unwrap()).unwrap();
+        path
+    }
+
+    pub fn spawn_worker(&self, name: &str) -> WorkerProc {
+        self.spawn_worker_with(name, &self.config)
+    }
+
+    pub fn spawn_worker_with(&self, name: &str, config: &Config) -> WorkerProc {
+        let cfg = self.write_config(name, config);
+        let log = self.dir.path().join(format!("{name}.log"));
+        let child = Command::new(env!("CARGO_BIN_EXE_c2q"))
+            .args(["worker", "--config"])
+            .arg(&cfg)
+            .env("FIL_PROOFS_PARAMETER_CACHE", TEST_PARAMS)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("spawn c2q worker");
+        WorkerProc {
+            child: Some(child),
+            log,
+            name: name.to_string(),
+        }
+    }
+
+    pub async fn broker(&self) -> Broker {
+        Broker::connect(
+            &self.config.broker,
+            self.config.retry.max_retries,
+            "c2q-test",
+        )
+        .await
+        .expect("connect to RabbitMQ on 127.0.0.1")
+    }
+
+    pub async fn ledger(&self) -> Ledger {
+        Ledger::connect(&self.config.ledger)
+            .await
+            .expect("connect to PostgreSQL on 127.0.0.1")
+    }
+
+    /// Delete this test's queues, exchanges and schema.
+    pub async fn cleanup(&self) {
+        let b = self.broker().await;
+        let n = &b.names;
+        let mut queues = vec![n.jobs_queue(), n.dlq(), n.results()];
+        queues.extend((1..=self.config.retry.max_retries).map(|a| n.retry_queue(a)));
+        for q in queues {
+            let _ = b
+                .publish
+                .queue_delete(&q, QueueDeleteOptions::default())
+                .await;
+        }
+        for e in [n.jobs_exchange(), n.dlx()] {
+            let _ = b.publish.exchange_delete(&e, Default::default()).await;
+        }
+        b.close().await;
+        let _ = Command::new("psql")
+            .args(["-h", "127.0.0.1", "-U", "postgres", "-d", "test", "-qc"])
+            .arg(format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", self.prefix))
+            .output();
+    }
+}
+
+pub fn canary_job(id: &str, partitions: u32, seed: u64) -> JobV1 {
+    JobV1 {
+        v: schema::VERSION,
+        job_id: id.to_string(),
+        kind: JobKind::Canary,
+        registered_proof: "canary".into(),
+        miner_id: 1000,
+        sector_number: 1,
+        phase1_output: vec![],
+        canary: Some(CanarySpec { partitions, seed }),
+    }
+}
+
+/// Publish raw bytes as a job (confirmed), with `message_id`.
+pub async fn publish_raw(b: &Broker, message_id: &str, payload: &[u8]) {
+    let props = BasicProperties::default()
+        .with_content_type(schema::CONTENT_TYPE.into())
+        .with_delivery_mode(2)
+        .with_message_id(ShortString::from(message_id.to_string()))
+        .with_timestamp(
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_secs(),
+        );
+    publish_confirmed(
+        &b.publish,
+        &b.names.jobs_exchange(),
+        JOB_KEY,
+        payload,
+        props,
+    )
+    .await
+    .expect("publish job");
+}
+
+pub async fn publish_job(b: &Broker, job: &JobV1) {
+    publish_raw(b, &job.job_id, &schema::job::encode(job).unwrap()).await;
+}
+
+/// The next result on the shared results queue (acked), or panic after `timeout`.
+pub async fn next_result(b: &Broker, timeout: Duration) -> ResultV1 {
+    let d = next_message(b, &b.names.results(), timeout)
+        .await
+        .expect("no result arrived in time");
+    ResultV1::decode(&d.data).expect("result decodes")
+}
+
+/// Results until one for `job_id` arrives.
+pub async fn result_for(b: &Broker, job_id: &str, timeout: Duration) -> ResultV1 {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let r = next_result(b, left).await;
+        if r.job_id == job_id {
+            return r;
+        }
+    }
+}
+
+pub async fn next_message(b: &Broker, queue: &str, timeout: Duration) -> Option<Delivery> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let got = b
+            .fetch
+            .basic_get(queue, BasicGetOptions { no_ack: false })
+            .await
+            .expect("basic_get");
+        if let Some(m) = got {
+            m.delivery
+                .acker
+                .ack(BasicAckOptions::default())
+                .await
+                .unwrap();
+            return Some(m.delivery);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+pub async fn depth(b: &Broker, queue: &str) -> u32 {
+    let q = b
+        .fetch
+        .queue_declare(
+            queue,
+            QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .expect("queue exists");
+    q.message_count()
+}
+
+/// Poll the ledger until `pred` holds for the job's row.
+pub async fn wait_row(
+    ledger: &Ledger,
+    job_id: &str,
+    timeout: Duration,
+    pred: impl Fn(&LedgerRow) -> bool,
+) -> LedgerRow {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(row) = ledger.get(job_id).await.unwrap() {
+            if pred(&row) {
+                return row;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "ledger row for {job_id} never matched"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A worker process; killed (SIGKILL) if still running when dropped.
+pub struct WorkerProc {
+    pub child: Option<Child>,
+    pub log: PathBuf,
+    pub name: String,
+}
+
+impl WorkerProc {
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().unwrap().id() as i32
+    }
+
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(self.pid(), sig);
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Wait for the log to contain `needle`.
+    pub async fn wait_log(&self, needle: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while !self.log().contains(needle) {
+            assert!(
+                Instant::now() < deadline,
+                "worker {} never logged {needle:?}; log:\n{}",
+                self.name,
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The telemetry address the worker bound.
+    pub async fn telemetry_addr(&self) -> String {
+        self.wait_log("telemetry endpoint listening", Duration::from_secs(20))
+            .await;
+        let log = self.log();
+        let line = log
+            .lines()
+            .find(|l| l.contains("telemetry endpoint listening"))
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        v["fields"]["addr"].as_str().unwrap().to_string()
+    }
+
+    /// Wait for exit; the exit status code (None: killed by a signal).
+    pub async fn wait_exit(&mut self, timeout: Duration) -> Option<i32> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                return status.code();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "worker {} did not exit; log:\n{}",
+                self.name,
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Peak resident set size (VmHWM) of the running worker.
+    pub fn peak_rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+        line.split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            * 1024
+    }
+}
+
+impl Drop for WorkerProc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            if c.try_wait().ok().flatten().is_none() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
+/// A plain HTTP GET on the telemetry endpoint: `(status code, body)`.
+pub async fn http_get(addr: &str, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).await.unwrap();
+    let code = buf
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = buf.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+    (code, body)
+}
+
+/// Path of the c2q binary, for CLI tests.
+pub fn c2q_bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_c2q"))
+}
