@@ -56,7 +56,18 @@ fn passes(log_n: u32) -> Vec<(u32, u32, u32)> {
     out
 }
 
-/// NTT state for one GPU: the twiddle table of the largest domain used so far.
+/// Entries of the stage-major twiddle table for transforms up to 2^log elements (see
+/// kernels/ntt.cu): stage t < log holds 2^t of them.
+fn table_len(log: u32) -> u64 {
+    (1u64 << log) - 1
+}
+
+/// Device bytes of the twiddle table for transforms up to 2^log_n elements.
+pub fn twiddle_bytes(log_n: u32) -> usize {
+    table_len(log_n.max(1)) as usize * FR_LIMBS * 4
+}
+
+/// NTT state for one GPU: the twiddle table for the largest domain used so far.
 #[derive(Default)]
 pub struct Ntt {
     twiddles: Option<(u32, DevBuf<u32>)>,
@@ -72,29 +83,34 @@ impl Ntt {
         self.twiddles.as_ref().map_or(0, |(_, b)| b.bytes())
     }
 
-    fn ensure_twiddles(&mut self, gpu: &Gpu, log_n: u32) -> Result<u32> {
+    fn ensure_twiddles(&mut self, gpu: &Gpu, log_n: u32) -> Result<()> {
         if let Some((log, _)) = &self.twiddles {
             if *log >= log_n {
-                return Ok(*log);
+                return Ok(());
             }
         }
         // Drop the smaller table first: its memory may be needed for the new one.
         self.twiddles = None;
         let log = log_n.max(1);
-        let count = 1u64 << (log - 1);
-        let (hi, lo) = power_tables(omega(log), Fr::ONE, count);
-        let table = gpu.alloc::<u32>(count as usize * FR_LIMBS)?;
-        let dhi = upload_scalars(gpu, &hi)?;
-        let dlo = upload_scalars(gpu, &lo)?;
-        gpu.launch(
-            "gen_powers",
-            blocks(count, 256)?,
-            256,
-            &[&table.ptr(), &count, &dhi.ptr(), &dlo.ptr()],
-        )?;
-        gpu.sync()?;
+        let table = gpu.alloc::<u32>(table_len(log) as usize * FR_LIMBS)?;
+        for t in 0..log {
+            // Stage t: w_t^e for e < 2^t at offset 2^t − 1, w_t = omega(t + 1).
+            let count = 1u64 << t;
+            let (hi, lo) = power_tables(omega(t + 1), Fr::ONE, count);
+            let dhi = upload_scalars(gpu, &hi)?;
+            let dlo = upload_scalars(gpu, &lo)?;
+            let out = table.ptr() + table_len(t) * (FR_LIMBS as u64 * 4);
+            gpu.launch(
+                "gen_powers",
+                blocks(count, 256)?,
+                256,
+                &[&out, &count, &dhi.ptr(), &dlo.ptr()],
+            )?;
+            // dhi and dlo are freed at the end of this iteration: let the kernel finish first.
+            gpu.sync()?;
+        }
         self.twiddles = Some((log, table));
-        Ok(log)
+        Ok(())
     }
 
     /// Butterfly passes in place: DIF (natural → bit-reversed) or DIT (bit-reversed →
@@ -111,7 +127,7 @@ impl Ntt {
         if log_n == 0 {
             return Ok(());
         }
-        let tlog = self.ensure_twiddles(gpu, log_n)?;
+        self.ensure_twiddles(gpu, log_n)?;
         let tw = self
             .twiddles
             .as_ref()
@@ -121,7 +137,6 @@ impl Ntt {
         if dif {
             list.reverse();
         }
-        let tw_shift = tlog - log_n;
         for (s, k, lo) in list {
             let grid = 1u32 << (log_n - k - lo);
             let block = (1u32 << (k + lo - 1)).min(512);
@@ -131,12 +146,10 @@ impl Ntt {
                 block,
                 &[
                     &data.ptr(),
-                    &log_n,
                     &s,
                     &k,
                     &lo,
                     &tw,
-                    &tw_shift,
                     &(dif as u32),
                     &(inverse as u32),
                 ],
