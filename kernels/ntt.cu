@@ -11,9 +11,13 @@
 // input to bit-reversed output. Pairing them (DIF inverse, then DIT forward) avoids a
 // permutation between the two transforms of the H computation.
 //
-// Twiddles come from one table tw[e] = ω^e, e < 2^(T-1), for the largest domain 2^T in use; a
-// domain 2^L reads it with stride 2^(T-L), and the inverse transform uses
-// ω^-e = ω^(2^T - e) = -ω^(2^(T-1) - e).
+// Twiddles are stored stage by stage: stage t (half-span 2^t) needs w_t^e, e < 2^t, with w_t
+// the primitive 2^(t+1)-th root of unity, and finds it at tw[2^t − 1 + e]. Those values do not
+// depend on the domain (w_t = ω_L^(2^(L−1−t)) for every L > t), so one table of 2^T − 1
+// entries serves every domain up to 2^T. The layout makes the butterflies of a warp, whose
+// exponents are runs of consecutive integers, read runs of consecutive entries: a table
+// indexed by a power of ω of the whole domain would scatter them 2^(L−1−t) entries apart, one
+// DRAM sector each. The inverse uses w_t^-e = w_t^(2^(t+1) − e) = −w_t^(2^t − e).
 #include "field.cuh"
 
 #define NTT_TILE 1024
@@ -37,20 +41,19 @@ DEV u32 bit_reverse(u32 i, u32 log_n) {
     return log_n == 0 ? 0 : (__brev(i) >> (32 - log_n));
 }
 
-// ω^e (or ω^-e when `inverse`) for e < 2^(L-1), from the table of domain 2^(L + tw_shift).
-DEV Fr twiddle(const u32* tw, u64 e, u32 tw_shift, u32 log_n, bool inverse) {
-    u64 idx = e << tw_shift;
-    if (!inverse) return load_fr(tw, idx);
-    if (idx == 0) return fe_one<FrTag>();
-    u64 half = (u64)1 << (log_n + tw_shift - 1);
-    return fe_neg<FrTag>(load_fr(tw, half - idx));
+// w_t^e (or w_t^-e when `inverse`) for e < 2^t, from the stage-major table.
+DEV Fr twiddle(const u32* tw, u64 e, u32 t, bool inverse) {
+    const u64 base = ((u64)1 << t) - 1;
+    if (!inverse) return load_fr(tw, base + e);
+    if (e == 0) return fe_one<FrTag>();
+    return fe_neg<FrTag>(load_fr(tw, base + ((u64)1 << t) - e));
 }
 
 // One pass: stages s .. s+k-1 (half-spans 2^s .. 2^(s+k-1)), in increasing order for DIT and
 // decreasing order for DIF. The grid has 2^(L - k - lo_log) blocks.
-extern "C" __global__ void __launch_bounds__(512) ntt_pass(u32* data, u32 log_n, u32 s, u32 k,
+extern "C" __global__ void __launch_bounds__(512) ntt_pass(u32* data, u32 s, u32 k,
                                                           u32 lo_log, const u32* tw,
-                                                          u32 tw_shift, u32 dif, u32 inverse) {
+                                                          u32 dif, u32 inverse) {
     __shared__ Fr tile[NTT_TILE];
     const u32 elems = 1u << (k + lo_log);
     const u32 lo_mask = (1u << lo_log) - 1;
@@ -77,7 +80,7 @@ extern "C" __global__ void __launch_bounds__(512) ntt_pass(u32* data, u32 log_n,
             u32 f0 = (j0 << lo_log) | lo_off;
             u32 f1 = f0 + (1u << (u + lo_log));
             u64 imod = lo_base + lo_off + ((u64)(j0 & low) << s);
-            Fr w = twiddle(tw, imod << (log_n - 1 - t), tw_shift, log_n, inverse != 0);
+            Fr w = twiddle(tw, imod, t, inverse != 0);
             Fr x = tile[f0];
             Fr y = tile[f1];
             if (dif) {

@@ -223,7 +223,9 @@ impl CudaBackend {
                 srs.h.len()
             );
         }
-        let working = 3 * domain * FR_LIMBS * 4 + scratch_bytes(domain);
+        let working = 3 * domain * FR_LIMBS * 4
+            + scratch_bytes(domain)
+            + super::ntt::twiddle_bytes(domain.trailing_zeros());
         let resident = self.ensure_resident(st, srs, working)?;
 
         // H: upload a, b, c (freeing each host vector once it is on the device), NTTs.

@@ -35,6 +35,15 @@ pub struct GpuCheckArgs {
     /// replayed).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Instead of the kernel checks: prove real 2 KiB PoRep sectors (interactive, then
+    /// non-interactive with 13 partitions) with the CPU and the CUDA backend, compare the
+    /// proofs byte for byte and verify them, filecoin-proofs' `verify_seal` included.
+    #[arg(long)]
+    pub porep: bool,
+    /// Where `--porep` keeps its generated 2 KiB test parameters (never the official
+    /// parameter directory: test parameters there would shadow the real ones).
+    #[arg(long, default_value = "/var/tmp/c2q-test-params")]
+    pub params_dir: std::path::PathBuf,
 }
 
 /// `c2q bench gpu`: MSM and NTT timings, and one partition-shaped proving start.
@@ -148,6 +157,9 @@ fn download_scalars(gpu: &Gpu, buf: &DevBuf<u32>, n: usize) -> Result<Vec<Fr>> {
 
 /// `c2q gpu-check`. Ok(true) when every comparison matched.
 pub fn gpu_check(args: &GpuCheckArgs) -> Result<bool> {
+    if args.porep {
+        return porep_check(args);
+    }
     print_devices()?;
     let started = Instant::now();
     let backend = CudaBackend::new(args.device)?;
@@ -667,4 +679,157 @@ fn bench_partition(gpu: &Gpu, constraints: usize, rng: &mut ChaCha8Rng) -> Resul
         msm_b_ms,
         total_ms,
     })
+}
+
+fn proof_bytes(p: &groth16::Proof) -> Result<Vec<u8>> {
+    let mut v = Vec::new();
+    p.write(&mut v).context("cannot serialise a proof")?;
+    Ok(v)
+}
+
+/// `c2q gpu-check --porep`: real 2 KiB PoRep sectors proved by both backends with the same r
+/// and s. Ok(true) when every proof matched and verified.
+fn porep_check(args: &GpuCheckArgs) -> Result<bool> {
+    use crate::groth16::setup::Quiet;
+    use crate::job::ProofJob;
+    use crate::porep::{self, params, testdata, PorepJob};
+    use filecoin_proofs_api::RegisteredSealProof;
+
+    let dir = &args.params_dir;
+    if dir.as_path() == std::path::Path::new(params::OFFICIAL_DIR) {
+        bail!(
+            "--params-dir {} is the official parameter directory; generated test parameters \
+             must live elsewhere",
+            dir.display()
+        );
+    }
+    // filecoin-proofs reads its settings once, on first use: point it at the test parameters
+    // before anything (sealing, verify_seal, our own params_path) can read them.
+    std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", dir);
+
+    print_devices()?;
+    let started = Instant::now();
+    let backend = CudaBackend::new(args.device)?;
+    println!(
+        "{}: kernels ready in {:.2} s",
+        backend.gpu().info,
+        started.elapsed().as_secs_f64()
+    );
+    let t = Instant::now();
+    let params_file = params::ensure(RegisteredSealProof::StackedDrg2KiBV1_1, dir, &Quiet)
+        .with_context(|| format!("cannot generate 2 KiB test parameters in {}", dir.display()))?;
+    println!(
+        "2 KiB parameters {} ready in {:.2} s",
+        params_file.display(),
+        t.elapsed().as_secs_f64()
+    );
+
+    let seed = args.seed.unwrap_or_else(|| rand::rngs::OsRng.next_u64());
+    println!("seed {seed}");
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut t = Tally {
+        failures: 0,
+        checks: 0,
+    };
+    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
+
+    for (proof_type, name, miner, sector) in [
+        (
+            RegisteredSealProof::StackedDrg2KiBV1_1,
+            "interactive",
+            1000u64,
+            3u64,
+        ),
+        (
+            RegisteredSealProof::StackedDrg2KiBV1_2_Feat_NonInteractivePoRep,
+            "non-interactive",
+            77,
+            5,
+        ),
+    ] {
+        let t0 = Instant::now();
+        let sealed = testdata::seal_2kib(proof_type, miner, sector, rng.next_u64())
+            .with_context(|| format!("cannot seal a 2 KiB {name} test sector"))?;
+        let c1 = porep::C1Input {
+            output: sealed.c1.clone(),
+            sector_number: None,
+        };
+        let job = PorepJob::new(c1, miner, sector)
+            .with_context(|| format!("cannot build the {name} PoRep job"))?;
+        let srs = job.srs()?;
+        println!(
+            "{name}: sealed, job of {} partitions ready in {:.0} ms",
+            job.partitions(),
+            ms(t0)
+        );
+
+        let mut cpu_proofs = Vec::with_capacity(job.partitions());
+        let mut gpu_proofs = Vec::with_capacity(job.partitions());
+        for k in 0..job.partitions() {
+            let t0 = Instant::now();
+            let assignment = job
+                .synthesize(k)
+                .with_context(|| format!("cannot synthesize {name} partition {k}"))?;
+            let synth_ms = ms(t0);
+            let r = Fr::random(&mut rng);
+            let s = Fr::random(&mut rng);
+            let t0 = Instant::now();
+            let cpu = groth16::prove(&CpuBackend, &srs, assignment.clone(), r, s)
+                .with_context(|| format!("CPU proof of {name} partition {k}"))?;
+            let cpu_ms = ms(t0);
+            let t0 = Instant::now();
+            let gpu = groth16::prove(&backend, &srs, assignment, r, s)
+                .with_context(|| format!("CUDA proof of {name} partition {k}"))?;
+            let gpu_ms = ms(t0);
+            println!(
+                "{name} partition {k}: synthesis {synth_ms:.1} ms, prove cpu {cpu_ms:.1} ms, \
+                 cuda {gpu_ms:.1} ms"
+            );
+            t.check(
+                &format!("{name} partition {k} proof bytes, cpu = cuda"),
+                proof_bytes(&cpu)? == proof_bytes(&gpu)?,
+            );
+            cpu_proofs.push(cpu);
+            gpu_proofs.push(gpu);
+        }
+        let verified = job.verify(&gpu_proofs);
+        if let Err(e) = &verified {
+            println!("      {e:#}");
+        }
+        t.check(
+            &format!("{name}: cuda proofs verify (bellperson, job.verify)"),
+            verified.is_ok(),
+        );
+
+        // filecoin-proofs' verify_seal takes the interactive form only: the non-interactive
+        // type is verified by it solely in aggregated form (see tests/porep_noninteractive.rs).
+        if !job.is_non_interactive() {
+            let bytes = crate::job::proof_bytes(&gpu_proofs)?;
+            let ok = filecoin_proofs_api::seal::verify_seal(
+                sealed.proof,
+                sealed.comm_r,
+                sealed.comm_d,
+                porep::prover_id(miner),
+                sector.into(),
+                sealed.ticket,
+                sealed.seed,
+                &bytes,
+            );
+            if let Err(e) = &ok {
+                println!("      verify_seal: {e:#}");
+            }
+            t.check(
+                &format!("{name}: cuda proof accepted by filecoin-proofs verify_seal"),
+                matches!(ok, Ok(true)),
+            );
+        }
+    }
+
+    println!(
+        "{} checks, {} failed ({:.1} s)",
+        t.checks,
+        t.failures,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(t.failures == 0)
 }

@@ -48,15 +48,30 @@ fn passes(log_n: u32) -> Vec<(u32, u32, u32)> {
     let mut out = Vec::new();
     let mut s = 0;
     while s < log_n {
-        let lo = s.min(3);
-        let k = (log_n - s).min(10 - lo);
+        // Runs of 8 consecutive low-index values (256 bytes) keep loads coalesced and leave
+        // room for 7 stages per pass; the short last pass takes as many low bits as fit
+        // instead, so that it still fills 1024-element tiles and 512-thread blocks (with
+        // runs of 8 it got 32-thread blocks and ran longer than a 7-stage pass).
+        let k = (log_n - s).min(10 - s.min(3));
+        let lo = s.min(10 - k);
         out.push((s, k, lo));
         s += k;
     }
     out
 }
 
-/// NTT state for one GPU: the twiddle table of the largest domain used so far.
+/// Entries of the stage-major twiddle table for transforms up to 2^log elements (see
+/// kernels/ntt.cu): stage t < log holds 2^t of them.
+fn table_len(log: u32) -> u64 {
+    (1u64 << log) - 1
+}
+
+/// Device bytes of the twiddle table for transforms up to 2^log_n elements.
+pub fn twiddle_bytes(log_n: u32) -> usize {
+    table_len(log_n.max(1)) as usize * FR_LIMBS * 4
+}
+
+/// NTT state for one GPU: the twiddle table for the largest domain used so far.
 #[derive(Default)]
 pub struct Ntt {
     twiddles: Option<(u32, DevBuf<u32>)>,
@@ -72,29 +87,34 @@ impl Ntt {
         self.twiddles.as_ref().map_or(0, |(_, b)| b.bytes())
     }
 
-    fn ensure_twiddles(&mut self, gpu: &Gpu, log_n: u32) -> Result<u32> {
+    fn ensure_twiddles(&mut self, gpu: &Gpu, log_n: u32) -> Result<()> {
         if let Some((log, _)) = &self.twiddles {
             if *log >= log_n {
-                return Ok(*log);
+                return Ok(());
             }
         }
         // Drop the smaller table first: its memory may be needed for the new one.
         self.twiddles = None;
         let log = log_n.max(1);
-        let count = 1u64 << (log - 1);
-        let (hi, lo) = power_tables(omega(log), Fr::ONE, count);
-        let table = gpu.alloc::<u32>(count as usize * FR_LIMBS)?;
-        let dhi = upload_scalars(gpu, &hi)?;
-        let dlo = upload_scalars(gpu, &lo)?;
-        gpu.launch(
-            "gen_powers",
-            blocks(count, 256)?,
-            256,
-            &[&table.ptr(), &count, &dhi.ptr(), &dlo.ptr()],
-        )?;
-        gpu.sync()?;
+        let table = gpu.alloc::<u32>(table_len(log) as usize * FR_LIMBS)?;
+        for t in 0..log {
+            // Stage t: w_t^e for e < 2^t at offset 2^t − 1, w_t = omega(t + 1).
+            let count = 1u64 << t;
+            let (hi, lo) = power_tables(omega(t + 1), Fr::ONE, count);
+            let dhi = upload_scalars(gpu, &hi)?;
+            let dlo = upload_scalars(gpu, &lo)?;
+            let out = table.ptr() + table_len(t) * (FR_LIMBS as u64 * 4);
+            gpu.launch(
+                "gen_powers",
+                blocks(count, 256)?,
+                256,
+                &[&out, &count, &dhi.ptr(), &dlo.ptr()],
+            )?;
+            // dhi and dlo are freed at the end of this iteration: let the kernel finish first.
+            gpu.sync()?;
+        }
         self.twiddles = Some((log, table));
-        Ok(log)
+        Ok(())
     }
 
     /// Butterfly passes in place: DIF (natural → bit-reversed) or DIT (bit-reversed →
@@ -111,7 +131,7 @@ impl Ntt {
         if log_n == 0 {
             return Ok(());
         }
-        let tlog = self.ensure_twiddles(gpu, log_n)?;
+        self.ensure_twiddles(gpu, log_n)?;
         let tw = self
             .twiddles
             .as_ref()
@@ -121,7 +141,6 @@ impl Ntt {
         if dif {
             list.reverse();
         }
-        let tw_shift = tlog - log_n;
         for (s, k, lo) in list {
             let grid = 1u32 << (log_n - k - lo);
             let block = (1u32 << (k + lo - 1)).min(512);
@@ -131,12 +150,10 @@ impl Ntt {
                 block,
                 &[
                     &data.ptr(),
-                    &log_n,
                     &s,
                     &k,
                     &lo,
                     &tw,
-                    &tw_shift,
                     &(dif as u32),
                     &(inverse as u32),
                 ],
@@ -318,6 +335,106 @@ mod tests {
                 next += k;
             }
             assert_eq!(next, log_n);
+        }
+    }
+
+    /// Runs the pass plan through a host model of `ntt_pass` (same tile, butterfly and
+    /// twiddle index arithmetic as kernels/ntt.cu) and compares with the CPU transform, so
+    /// that every (s, k, lo) the plan produces is exercised without a GPU.
+    #[test]
+    fn pass_plan_matches_the_cpu_transform() {
+        use crate::groth16::ntt as cpu_ntt;
+        use rand::SeedableRng;
+
+        fn model_pass(data: &mut [Fr], tw: &[Vec<Fr>], plan: (u32, u32, u32), dif: bool) {
+            let (s, k, lo_log) = plan;
+            let elems = 1usize << (k + lo_log);
+            let lo_mask = (1usize << lo_log) - 1;
+            let lo_groups = (1usize << s) >> lo_log;
+            let grid = data.len() / elems;
+            for blk in 0..grid {
+                let hi = blk / lo_groups;
+                let lo_base = (blk % lo_groups) << lo_log;
+                let gi =
+                    |f: usize| lo_base + (f & lo_mask) + ((f >> lo_log) << s) + (hi << (s + k));
+                let mut tile: Vec<Fr> = (0..elems).map(|f| data[gi(f)]).collect();
+                for step in 0..k {
+                    let u = if dif { k - 1 - step } else { step };
+                    let t = s + u;
+                    let low = (1usize << u) - 1;
+                    for q in 0..elems / 2 {
+                        let lo_off = q & lo_mask;
+                        let p = q >> lo_log;
+                        let j0 = ((p >> u) << (u + 1)) | (p & low);
+                        let f0 = (j0 << lo_log) | lo_off;
+                        let f1 = f0 + (1 << (u + lo_log));
+                        let imod = lo_base + lo_off + ((j0 & low) << s);
+                        let w = tw[t as usize][imod];
+                        let (x, y) = (tile[f0], tile[f1]);
+                        if dif {
+                            tile[f0] = x + y;
+                            tile[f1] = (x - y) * w;
+                        } else {
+                            let y = y * w;
+                            tile[f0] = x + y;
+                            tile[f1] = x - y;
+                        }
+                    }
+                }
+                for (f, v) in tile.into_iter().enumerate() {
+                    data[gi(f)] = v;
+                }
+            }
+        }
+        fn bitrev(v: &mut [Fr], log_n: u32) {
+            for i in 0..v.len() {
+                let j = if log_n == 0 {
+                    0
+                } else {
+                    (i as u32).reverse_bits() >> (32 - log_n)
+                } as usize;
+                if i < j {
+                    v.swap(i, j);
+                }
+            }
+        }
+
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+        for log_n in [1u32, 3, 10, 11, 12, 13, 14, 17] {
+            let n = 1usize << log_n;
+            // Stage t: w_t^e, e < 2^t, with w_t = omega(t + 1): the device table's contents.
+            let tw: Vec<Vec<Fr>> = (0..log_n)
+                .map(|t| {
+                    let w = omega(t + 1);
+                    let mut p = Fr::ONE;
+                    (0..1usize << t)
+                        .map(|_| {
+                            let v = p;
+                            p *= w;
+                            v
+                        })
+                        .collect()
+                })
+                .collect();
+            let values: Vec<Fr> = (0..n).map(|_| Fr::random(&mut rng)).collect();
+            let mut want = values.clone();
+            cpu_ntt::ntt(&mut want, omega(log_n));
+
+            // Forward as the GPU does it: DIF passes (last stage first), then bit reversal.
+            let mut got = values.clone();
+            for plan in passes(log_n).into_iter().rev() {
+                model_pass(&mut got, &tw, plan, true);
+            }
+            bitrev(&mut got, log_n);
+            assert!(got == want, "DIF plan of 2^{log_n}: {:?}", passes(log_n));
+
+            // DIT: bit-reversed input to natural output.
+            let mut got = values.clone();
+            bitrev(&mut got, log_n);
+            for plan in passes(log_n) {
+                model_pass(&mut got, &tw, plan, false);
+            }
+            assert!(got == want, "DIT plan of 2^{log_n}: {:?}", passes(log_n));
         }
     }
 
