@@ -4,6 +4,7 @@
 //! `broker/ledger/pipeline → porep → groth16 → gpu`.
 
 pub mod canary;
+pub mod gpu;
 pub mod groth16;
 pub mod job;
 pub mod porep;

@@ -10,7 +10,6 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
 use c2q::groth16::setup::Progress;
-use c2q::groth16::CpuBackend;
 use c2q::job::{proof_bytes, ProofJob};
 use c2q::porep::{self, PorepJob};
 use c2q::prove::{prove_job, Stage};
@@ -38,6 +37,14 @@ enum Command {
     /// Groth16 parameter files.
     #[command(subcommand)]
     Params(ParamsCommand),
+    /// Test inputs for trying c2q without a sealing pipeline.
+    #[command(subcommand)]
+    Testdata(TestdataCommand),
+    /// Check the GPU backend against the CPU backend, bit for bit, on fresh random inputs.
+    GpuCheck(c2q::gpu::cli::GpuCheckArgs),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(BenchCommand),
     /// Prove jobs from RabbitMQ until told to stop.
     Worker(c2q::worker::WorkerArgs),
     /// Enqueue a C2 job (raw C1 or Commit2In JSON) or a canary.
@@ -46,6 +53,37 @@ enum Command {
     Dlq(c2q::cli_queue::DlqArgs),
     /// Queue depths, jobs in flight, ledger counts.
     Status(c2q::cli_queue::StatusArgs),
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// GPU MSM and NTT timings, and a partition-shaped proving start.
+    Gpu(c2q::gpu::cli::BenchGpuArgs),
+}
+
+#[derive(Subcommand)]
+enum TestdataCommand {
+    /// Seal a 2 KiB sector of random data with filecoin-proofs and write its C1 output.
+    C1(TestC1Args),
+}
+
+#[derive(clap::Args)]
+struct TestC1Args {
+    /// Registered proof (a 2 KiB one).
+    #[arg(long, default_value = "StackedDrg2KiBV1_1")]
+    proof: String,
+    #[arg(long)]
+    miner: u64,
+    #[arg(long)]
+    sector: u64,
+    /// Seed for the sector's random data.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Write lotus-bench's Commit2In envelope instead of the raw C1 JSON.
+    #[arg(long)]
+    commit2in: bool,
+    #[arg(long)]
+    out: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -64,6 +102,12 @@ struct ProveArgs {
     /// Print the result and stage timings as JSON on stdout.
     #[arg(long)]
     json: bool,
+    /// Proving-start backend: auto (CUDA when a usable GPU is present), cpu, or cuda.
+    #[arg(long, value_enum, default_value_t = c2q::gpu::BackendChoice::Auto)]
+    backend: c2q::gpu::BackendChoice,
+    /// Which GPU, for the cuda backend.
+    #[arg(long, default_value_t = 0)]
+    device: usize,
 }
 
 #[derive(Subcommand)]
@@ -84,13 +128,37 @@ struct GenerateArgs {
     /// Write into the official parameter directory, or replace existing files.
     #[arg(long)]
     force: bool,
+    /// Do nothing (successfully) when the parameters are already there.
+    #[arg(long, conflicts_with = "force")]
+    if_missing: bool,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Logs go to stderr; RUST_LOG selects them (default: warnings only).
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     match cli.command {
         Command::Prove(args) => prove(args),
         Command::Params(ParamsCommand::Generate(args)) => match generate(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(EXIT_FAILED, &e),
+        },
+        Command::Testdata(TestdataCommand::C1(args)) => match test_c1(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(EXIT_FAILED, &e),
+        },
+        Command::GpuCheck(args) => match c2q::gpu::cli::gpu_check(&args) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::from(EXIT_FAILED),
+            Err(e) => fail(EXIT_FAILED, &e),
+        },
+        Command::Bench(BenchCommand::Gpu(args)) => match c2q::gpu::cli::bench_gpu(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(EXIT_FAILED, &e),
         },
@@ -120,7 +188,11 @@ fn prove(args: ProveArgs) -> ExitCode {
         Ok(job) => job,
         Err(e) => return fail(EXIT_BAD_INPUT, &e),
     };
-    let (proofs, timings) = match prove_job(&job, &CpuBackend) {
+    let backend = match c2q::gpu::select_backend(args.backend, args.device) {
+        Ok(b) => b,
+        Err(e) => return fail(EXIT_FAILED, &e),
+    };
+    let (proofs, timings) = match prove_job(&job, &*backend) {
         Ok(done) => done,
         Err(e) => {
             let code = match e.stage {
@@ -152,7 +224,7 @@ fn prove(args: ProveArgs) -> ExitCode {
             "proof_bytes": bytes,
             "out": out,
             "verified": true,
-            "backend": "cpu",
+            "backend": backend.name(),
             "timings": timings,
         });
         println!("{report}");
@@ -226,19 +298,44 @@ impl Progress for StderrProgress {
 
 fn generate(args: GenerateArgs) -> Result<()> {
     let proof = porep::proof_from_name(&args.proof)?;
+    let progress = StderrProgress {
+        started: Instant::now(),
+        last_tenth: AtomicUsize::new(0),
+    };
+    if args.if_missing {
+        let path = porep::params::ensure(proof, &args.dir, &progress)?;
+        println!("{}", path.display());
+        return Ok(());
+    }
     eprintln!(
         "WARNING: generating random TEST parameters for {}. They are not a trusted setup: \
          whoever ran this could forge proofs. Never use them for real sectors.",
         args.proof
     );
-    let progress = StderrProgress {
-        started: Instant::now(),
-        last_tenth: AtomicUsize::new(0),
-    };
     let out = porep::params::generate(proof, &args.dir, args.force, &progress)?;
     eprintln!("[{:6.1} s] done", progress.started.elapsed().as_secs_f64());
     println!("{} ({} bytes)", out.params.display(), out.bytes);
     println!("{}", out.vk.display());
     println!("{}", out.meta.display());
+    Ok(())
+}
+
+fn test_c1(args: TestC1Args) -> Result<()> {
+    let proof = porep::proof_from_name(&args.proof)?;
+    let sealed = porep::testdata::seal_2kib(proof, args.miner, args.sector, args.seed)?;
+    let bytes = if args.commit2in {
+        sealed.commit2in_json()?
+    } else {
+        sealed.c1_json()?
+    };
+    std::fs::write(&args.out, bytes)
+        .with_context(|| format!("cannot write {}", args.out.display()))?;
+    println!(
+        "{}: C1 output of a {} test sector for miner {} sector {}",
+        args.out.display(),
+        args.proof,
+        args.miner,
+        args.sector
+    );
     Ok(())
 }

@@ -18,14 +18,14 @@ impl Density {
     /// A density of `len` variables, all of them present.
     pub fn full(len: usize) -> Self {
         let mut bits = vec![u64::MAX; len / 64];
-        if len % 64 != 0 {
+        if !len.is_multiple_of(64) {
             bits.push((1u64 << (len % 64)) - 1);
         }
         Density { bits, len }
     }
 
     fn push(&mut self) {
-        if self.len % 64 == 0 {
+        if self.len.is_multiple_of(64) {
             self.bits.push(0);
         }
         self.len += 1;

@@ -1,6 +1,9 @@
 //! The CPU backend for proving start: rayon NTTs and blst multiexps.
 
+use std::time::Instant;
+
 use anyhow::Result;
+use tracing::debug;
 
 use super::{msm, ntt, Evaluations, G1Sums, Srs, Witness};
 use crate::groth16::Backend;
@@ -14,12 +17,23 @@ impl Backend for CpuBackend {
     }
 
     fn start(&self, srs: &Srs, evals: Evaluations, witness: &Witness) -> Result<G1Sums> {
+        let t = Instant::now();
         let h_scalars = ntt::h_coefficients(evals)?;
+        let t_ntt = t.elapsed();
         let h = msm::g1(&srs.h, &h_scalars);
         drop(h_scalars);
+        let t_h = t.elapsed();
         let l = msm::g1(&srs.l, &witness.aux);
+        let t_l = t.elapsed();
         let a = msm::g1(&srs.a, &witness.a_query_scalars());
         let b_g1 = msm::g1(&srs.b_g1, &witness.b_query_scalars());
+        debug!(
+            ntt = ?t_ntt,
+            h_msm = ?(t_h - t_ntt),
+            l_msm = ?(t_l - t_h),
+            a_b_msm = ?(t.elapsed() - t_l),
+            "cpu proving start"
+        );
         Ok(G1Sums { h, l, a, b_g1 })
     }
 }

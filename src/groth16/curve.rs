@@ -52,33 +52,6 @@ batch_affine_for!(
     blst_p2s_to_affine
 );
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use group::Group;
-    use rand::SeedableRng;
-
-    #[test]
-    fn batch_affine_matches_one_by_one_including_infinity() {
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
-        let mut points: Vec<G1Projective> =
-            (0..50).map(|_| G1Projective::random(&mut rng)).collect();
-        points[0] = G1Projective::identity();
-        points[17] = G1Projective::identity();
-        let mut out = vec![G1Affine::default(); points.len()];
-        G1Projective::batch_affine(&points, &mut out);
-        for (p, a) in points.iter().zip(&out) {
-            assert_eq!(p.to_affine(), *a);
-        }
-        let g2: Vec<G2Projective> = (0..9).map(|_| G2Projective::random(&mut rng)).collect();
-        let mut out2 = vec![G2Affine::default(); g2.len()];
-        G2Projective::batch_affine(&g2, &mut out2);
-        for (p, a) in g2.iter().zip(&out2) {
-            assert_eq!(p.to_affine(), *a);
-        }
-    }
-}
-
 /// Affine coordinates, for arithmetic that batches field inversions across many points.
 pub trait AffineCoords: Copy + Send + Sync {
     type Base: ff::Field;
@@ -163,6 +136,33 @@ where
             let y3 = lambda * (*x1 - x3) - *y1;
             *x1 = x3;
             *y1 = y3;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use group::Group;
+    use rand::SeedableRng;
+
+    #[test]
+    fn batch_affine_matches_one_by_one_including_infinity() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let mut points: Vec<G1Projective> =
+            (0..50).map(|_| G1Projective::random(&mut rng)).collect();
+        points[0] = G1Projective::identity();
+        points[17] = G1Projective::identity();
+        let mut out = vec![G1Affine::default(); points.len()];
+        G1Projective::batch_affine(&points, &mut out);
+        for (p, a) in points.iter().zip(&out) {
+            assert_eq!(p.to_affine(), *a);
+        }
+        let g2: Vec<G2Projective> = (0..9).map(|_| G2Projective::random(&mut rng)).collect();
+        let mut out2 = vec![G2Affine::default(); g2.len()];
+        G2Projective::batch_affine(&g2, &mut out2);
+        for (p, a) in g2.iter().zip(&out2) {
+            assert_eq!(p.to_affine(), *a);
         }
     }
 }

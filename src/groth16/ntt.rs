@@ -29,7 +29,7 @@ impl Domain {
         let n = len.max(1).next_power_of_two();
         let log_n = n.trailing_zeros();
         ensure!(
-            log_n <= MAX_LOG_DOMAIN && log_n <= Fr::S,
+            log_n <= MAX_LOG_DOMAIN,
             "a domain of 2^{log_n} is larger than c2q supports (2^{MAX_LOG_DOMAIN})"
         );
         let mut omega = Fr::ROOT_OF_UNITY;
@@ -84,16 +84,47 @@ fn bit_reverse(values: &mut [Fr], log_n: u32) {
     if log_n == 0 {
         return;
     }
-    for i in 0..values.len() {
-        let j = i.reverse_bits() >> (usize::BITS - log_n);
-        if i < j {
-            values.swap(i, j);
-        }
+    let rev = |i: usize| i.reverse_bits() >> (usize::BITS - log_n);
+    // Each swap pair (i, rev(i)) with i < rev(i) is touched once; pairs are disjoint, so the
+    // swaps can proceed in parallel through a shared raw pointer.
+    let ptr = SendPtr(values.as_mut_ptr());
+    (0..values.len())
+        .into_par_iter()
+        .with_min_len(1 << 14)
+        .for_each(|i| {
+            let j = rev(i);
+            if i < j {
+                let p = &ptr;
+                // SAFETY: i and j are in bounds, distinct, and no other iteration touches them.
+                unsafe { std::ptr::swap(p.0.add(i), p.0.add(j)) };
+            }
+        });
+}
+
+struct SendPtr(*mut Fr);
+// SAFETY: used only for the disjoint swaps above.
+unsafe impl Sync for SendPtr {}
+
+/// Butterflies of one stage on one block: `lo` and `hi` are the block's halves, `first` the
+/// index of `lo[0]` within its half, `stride` the twiddle step of this stage.
+#[inline]
+fn butterflies(lo: &mut [Fr], hi: &mut [Fr], twiddles: &[Fr], first: usize, stride: usize) {
+    for (j, (x, y)) in lo.iter_mut().zip(hi.iter_mut()).enumerate() {
+        let w = &twiddles[(first + j) * stride];
+        let t = if first + j == 0 { *y } else { *y * w };
+        *y = *x - t;
+        *x += t;
     }
 }
 
 /// In-place radix-2 decimation-in-time transform with root `omega` of order `values.len()`.
+///
+/// The early stages, whose blocks are small, run inside cache-sized tiles (one tile per task,
+/// all those stages at once); the late stages split each large block's butterflies across
+/// threads.
 pub fn ntt(values: &mut [Fr], omega: Fr) {
+    const TILE: usize = 1 << 12;
+    const PIECE: usize = 1 << 12;
     let n = values.len();
     assert!(n.is_power_of_two(), "NTT size must be a power of two");
     let log_n = n.trailing_zeros();
@@ -102,33 +133,27 @@ pub fn ntt(values: &mut [Fr], omega: Fr) {
         return;
     }
     let twiddles = powers(omega, n / 2);
-    let threads = rayon::current_num_threads().max(1);
-    let mut half = 1;
+    let tile = TILE.min(n);
+    values.par_chunks_mut(tile).for_each(|tile_values| {
+        let mut half = 1;
+        while half < tile {
+            let stride = n / (2 * half);
+            for block in tile_values.chunks_mut(2 * half) {
+                let (lo, hi) = block.split_at_mut(half);
+                butterflies(lo, hi, &twiddles, 0, stride);
+            }
+            half *= 2;
+        }
+    });
+    let mut half = tile;
     while half < n {
         let stride = n / (2 * half);
-        let blocks = n / (2 * half);
-        let butterflies = |lo: &mut [Fr], hi: &mut [Fr], first: usize| {
-            for (j, (x, y)) in lo.iter_mut().zip(hi.iter_mut()).enumerate() {
-                let t = *y * twiddles[(first + j) * stride];
-                *y = *x - t;
-                *x += t;
-            }
-        };
-        if blocks >= threads * 4 {
-            values.par_chunks_mut(2 * half).for_each(|block| {
-                let (lo, hi) = block.split_at_mut(half);
-                butterflies(lo, hi, 0);
-            });
-        } else {
-            // Few, large blocks: split each block's butterflies across threads.
-            const PIECE: usize = 1 << 12;
-            for block in values.chunks_mut(2 * half) {
-                let (lo, hi) = block.split_at_mut(half);
-                lo.par_chunks_mut(PIECE)
-                    .zip(hi.par_chunks_mut(PIECE))
-                    .enumerate()
-                    .for_each(|(p, (lo, hi))| butterflies(lo, hi, p * PIECE));
-            }
+        for block in values.chunks_mut(2 * half) {
+            let (lo, hi) = block.split_at_mut(half);
+            lo.par_chunks_mut(PIECE)
+                .zip(hi.par_chunks_mut(PIECE))
+                .enumerate()
+                .for_each(|(p, (lo, hi))| butterflies(lo, hi, &twiddles, p * PIECE, stride));
         }
         half *= 2;
     }
@@ -202,12 +227,21 @@ mod tests {
     #[test]
     fn ntt_matches_the_definition_and_inverts() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
-        for log_n in [0u32, 1, 2, 5, 9] {
+        for log_n in [0u32, 1, 2, 5, 9, 13, 14] {
             let domain = Domain::for_len(1 << log_n).unwrap();
             let values: Vec<Fr> = (0..1 << log_n).map(|_| Fr::random(&mut rng)).collect();
             let mut fast = values.clone();
             ntt(&mut fast, domain.omega);
-            assert_eq!(fast, naive_dft(&values, domain.omega), "2^{log_n}");
+            if log_n <= 9 {
+                assert_eq!(fast, naive_dft(&values, domain.omega), "2^{log_n}");
+            } else {
+                // Past the tile size: check sampled outputs against the definition.
+                for i in [0usize, 1, 4095, 4096, 5000, (1 << log_n) - 1] {
+                    let wi = domain.omega.pow_vartime([i as u64]);
+                    let expect = values.iter().rev().fold(Fr::ZERO, |acc, v| acc * wi + v);
+                    assert_eq!(fast[i], expect, "2^{log_n}, output {i}");
+                }
+            }
             intt(&mut fast, &domain);
             assert_eq!(fast, values);
         }

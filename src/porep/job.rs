@@ -12,7 +12,7 @@ use filecoin_proofs::{
     as_safe_commitment, parameters::setup_params, DefaultPieceDomain, DefaultPieceHasher,
     MerkleTreeTrait, PoRepConfig,
 };
-use filecoin_proofs_api::seal::SealCommitPhase1Output;
+use filecoin_proofs_api::seal::{SealCommitPhase1Output, VanillaSealProof};
 use filecoin_proofs_api::RegisteredSealProof;
 use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_core::parameter_cache::CacheableParameters;
@@ -30,6 +30,10 @@ trait Partitions: Send + Sync {
     fn count(&self) -> usize;
     fn synthesize(&self, k: usize) -> Result<Assignment>;
     fn public_inputs(&self, k: usize) -> Result<Vec<Fr>>;
+
+    /// bellperson's own proof of partition `k`: the reference c2q is compared with.
+    #[cfg(test)]
+    fn reference_proof(&self, k: usize, srs: &Srs, r: Fr, s: Fr) -> Result<Proof>;
 }
 
 type PublicInputs<Tree> = stacked::PublicInputs<
@@ -79,6 +83,31 @@ impl<Tree: 'static + MerkleTreeTrait> Partitions for TreePartitions<Tree> {
             StackedDrg<'_, Tree, DefaultPieceHasher>,
             _,
         >>::generate_public_inputs(&self.public_inputs, &self.vanilla_params, Some(k))
+    }
+
+    #[cfg(test)]
+    fn reference_proof(&self, k: usize, srs: &Srs, r: Fr, s: Fr) -> Result<Proof> {
+        let circuit = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<
+            StackedDrg<'_, Tree, DefaultPieceHasher>,
+            _,
+        >>::circuit(
+            &self.public_inputs,
+            Default::default(),
+            &self.proofs[k],
+            &self.vanilla_params,
+            Some(k),
+        )?;
+        let params = bellperson::groth16::Parameters {
+            vk: srs.vk.clone(),
+            h: Arc::new(srs.h.clone()),
+            l: Arc::new(srs.l.clone()),
+            a: Arc::new(srs.a.clone()),
+            b_g1: Arc::new(srs.b_g1.clone()),
+            b_g2: Arc::new(srs.b_g2.clone()),
+        };
+        Ok(bellperson::groth16::create_proof::<blstrs::Bls12, _, _>(
+            circuit, &params, r, s,
+        )?)
     }
 }
 
@@ -202,6 +231,14 @@ fn build_partitions<Tree: 'static + MerkleTreeTrait>(
         ticket,
     } = c1;
     let name = proof_name(registered_proof);
+    // Sector shapes share Rust types (2 KiB and 8 MiB trees are alike), so the conversion
+    // below cannot tell them apart: compare the sector size the proofs were tagged with.
+    let tagged = vanilla_sector_size(&vanilla_proofs);
+    let expected_size = u64::from(registered_proof.sector_size());
+    ensure!(
+        tagged == expected_size,
+        "registered proof is {name} ({expected_size} bytes), but the vanilla proofs are for another sector size ({tagged} bytes)"
+    );
     let proofs: Vec<Vec<stacked::Proof<Tree, DefaultPieceHasher>>> =
         vanilla_proofs.try_into().map_err(|_| {
             anyhow!(
@@ -289,4 +326,52 @@ fn build_partitions<Tree: 'static + MerkleTreeTrait>(
         }),
         cache_id,
     ))
+}
+
+fn vanilla_sector_size(proofs: &VanillaSealProof) -> u64 {
+    use filecoin_proofs::constants::*;
+    match proofs {
+        VanillaSealProof::StackedDrg2KiBV1(_) => SECTOR_SIZE_2_KIB,
+        VanillaSealProof::StackedDrg8MiBV1(_) => SECTOR_SIZE_8_MIB,
+        VanillaSealProof::StackedDrg512MiBV1(_) => SECTOR_SIZE_512_MIB,
+        VanillaSealProof::StackedDrg32GiBV1(_) => SECTOR_SIZE_32_GIB,
+        VanillaSealProof::StackedDrg64GiBV1(_) => SECTOR_SIZE_64_GIB,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::groth16::{setup::Quiet, CpuBackend};
+    use crate::porep::testdata;
+    use ff::Field;
+    use rand::SeedableRng;
+
+    /// A real 2 KiB PoRep partition: c2q's proof equals bellperson's byte for byte.
+    #[test]
+    fn porep_partition_is_identical_to_bellperson() {
+        let dir = std::path::Path::new("/var/tmp/c2q-test-params");
+        std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", dir);
+        params::ensure(RegisteredSealProof::StackedDrg2KiBV1_1, dir, &Quiet).unwrap();
+        let sealed =
+            testdata::seal_2kib(RegisteredSealProof::StackedDrg2KiBV1_1, 1000, 3, 4).unwrap();
+        let c1 = C1Input {
+            output: sealed.c1,
+            sector_number: None,
+        };
+        let job = PorepJob::new(c1, 1000, 3).unwrap();
+        let srs = job.srs().unwrap();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(42);
+        let (r, s) = (Fr::random(&mut rng), Fr::random(&mut rng));
+
+        let ours = groth16::prove(&CpuBackend, &srs, job.synthesize(0).unwrap(), r, s).unwrap();
+        let reference = job.partitions.reference_proof(0, &srs, r, s).unwrap();
+        let bytes = |p: &Proof| {
+            let mut v = Vec::new();
+            p.write(&mut v).unwrap();
+            v
+        };
+        assert_eq!(bytes(&ours), bytes(&reference));
+        job.verify(&[ours]).unwrap();
+    }
 }

@@ -34,7 +34,8 @@ pub fn params_path(cache_id: &str) -> PathBuf {
     params_dir().join(file_name(cache_id, "params"))
 }
 
-fn file_name(cache_id: &str, ext: &str) -> String {
+/// `v28-<cache id>.<ext>`: the file names filecoin-proofs uses.
+pub fn file_name(cache_id: &str, ext: &str) -> String {
     format!("v{VERSION}-{cache_id}.{ext}")
 }
 
@@ -152,6 +153,27 @@ pub fn generate(
         .with_context(|| format!("cannot write {}", out.meta.display()))?;
     let bytes = fs::metadata(&out.params)?.len();
     Ok(Generated { bytes, ..out })
+}
+
+/// Generate test parameters for `proof` into `dir` unless they are already there. A lock file
+/// in `dir` makes concurrent callers (parallel tests, several processes) wait for one
+/// generation instead of racing.
+pub fn ensure(proof: RegisteredSealProof, dir: &Path, progress: &dyn Progress) -> Result<PathBuf> {
+    fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let lock_path = dir.join(".c2q-generate.lock");
+    let lock = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .with_context(|| format!("cannot open {}", lock_path.display()))?;
+    lock.lock()
+        .with_context(|| format!("cannot lock {}", lock_path.display()))?;
+    let path = dir.join(file_name(&cache_id(proof)?, "params"));
+    if !path.is_file() {
+        generate(proof, dir, false, progress)?;
+    }
+    Ok(path)
 }
 
 fn generate_for<Tree: 'static + MerkleTreeTrait>(

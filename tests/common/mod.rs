@@ -3,7 +3,6 @@
 //! fly with filecoin-proofs.
 #![allow(dead_code)]
 
-use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Once;
@@ -23,40 +22,29 @@ pub fn use_test_params() {
     ONCE.call_once(|| std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", TEST_PARAMS));
 }
 
-/// Make sure the 2 KiB test parameters exist, generating them with `c2q params generate` on
-/// first use. A file lock keeps concurrent tests and test binaries from generating twice.
+/// Make sure the 2 KiB test parameters exist, generating them with
+/// `c2q params generate --if-missing` on first use (it locks the directory, so concurrent
+/// tests wait for one generation).
 pub fn ensure_2kib_params() -> PathBuf {
     use_test_params();
-    let dir = Path::new(TEST_PARAMS);
-    std::fs::create_dir_all(dir).expect("create test parameter directory");
-    let lock = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(dir.join(".generate.lock"))
-        .expect("open lock file");
-    lock.lock().expect("lock test parameter directory");
-    let id = c2q::porep::params::cache_id(RegisteredSealProof::StackedDrg2KiBV1_1).unwrap();
-    let path = dir.join(format!("v28-{id}.params"));
-    if !path.exists() {
-        let out = c2q()
-            .args([
-                "params",
-                "generate",
-                "--proof",
-                "StackedDrg2KiBV1_1",
-                "--dir",
-                TEST_PARAMS,
-            ])
-            .output()
-            .expect("run c2q params generate");
-        assert!(
-            out.status.success(),
-            "params generate failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    path
+    let out = c2q()
+        .args([
+            "params",
+            "generate",
+            "--if-missing",
+            "--proof",
+            "StackedDrg2KiBV1_1",
+            "--dir",
+            TEST_PARAMS,
+        ])
+        .output()
+        .expect("run c2q params generate");
+    assert!(
+        out.status.success(),
+        "params generate failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
 pub fn seal(proof: RegisteredSealProof, miner: u64, sector: u64, rng_seed: u64) -> Sealed {

@@ -1,0 +1,396 @@
+// Prime fields of BLS12-381 in Montgomery form, limb for limb the layout blst (and so blstrs)
+// keeps in memory: little-endian 64-bit words, here split into 32-bit limbs, R = 2^(32·N).
+// That lets the host copy `Scalar` and `Fp` values to the device without any conversion.
+//
+// Fr: the scalar field, r < 2^255, 8 limbs.   Fp: the base field, p < 2^381, 12 limbs.
+// Both moduli leave the top bit of the last limb clear, so a + b never carries out of N limbs.
+//
+// Multiplication is CIOS Montgomery (Koç, Acar, Kaliski 1996) on 32-bit limbs with 64-bit
+// accumulators: the hardware multiplies 32×32→64 natively (IMAD.WIDE), and the 64-bit sums
+// keep every carry explicit without inline assembly.
+#ifndef C2Q_FIELD_CUH
+#define C2Q_FIELD_CUH
+
+#if defined(__CUDACC__)
+#define DEV __device__ __forceinline__
+#define CONST_MEM __constant__
+#else
+// Host build: the same code compiles as C++ for the CPU-side unit tests of the formulas.
+#define DEV inline
+#define CONST_MEM
+#define __device__
+#endif
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+CONST_MEM u32 FR_MOD[8] = {0x00000001, 0xffffffff, 0xfffe5bfe, 0x53bda402,
+                           0x09a1d805, 0x3339d808, 0x299d7d48, 0x73eda753};
+// R mod r: the Montgomery form of 1.
+CONST_MEM u32 FR_ONE[8] = {0xfffffffe, 0x00000001, 0x00034802, 0x5884b7fa,
+                           0xecbc4ff5, 0x998c4fef, 0xacc5056f, 0x1824b159};
+// R^2 mod r: multiplying a canonical value by it gives its Montgomery form.
+CONST_MEM u32 FR_R2[8] = {0xf3f29c6d, 0xc999e990, 0x87925c23, 0x2b6cedcb,
+                          0x7254398f, 0x05d31496, 0x9f59ff11, 0x0748d9d9};
+
+CONST_MEM u32 FP_MOD[12] = {0xffffaaab, 0xb9feffff, 0xb153ffff, 0x1eabfffe,
+                            0xf6b0f624, 0x6730d2a0, 0xf38512bf, 0x64774b84,
+                            0x434bacd7, 0x4b1ba7b6, 0x397fe69a, 0x1a0111ea};
+CONST_MEM u32 FP_ONE[12] = {0x0002fffd, 0x76090000, 0xc40c0002, 0xebf4000b,
+                            0x53c758ba, 0x5f489857, 0x70525745, 0x77ce5853,
+                            0xa256ec6d, 0x5c071a97, 0xfa80e493, 0x15f65ec3};
+// p - 2: the exponent of Fermat inversion.
+CONST_MEM u32 FP_PM2[12] = {0xffffaaa9, 0xb9feffff, 0xb153ffff, 0x1eabfffe,
+                            0xf6b0f624, 0x6730d2a0, 0xf38512bf, 0x64774b84,
+                            0x434bacd7, 0x4b1ba7b6, 0x397fe69a, 0x1a0111ea};
+
+// The modulus is reached through a tag type so that each loop below unrolls against constants.
+struct FrTag {
+    static const int N = 8;
+    static const u32 INV = 0xffffffffu;  // -r^-1 mod 2^32
+    DEV static u32 mod(int i) { return FR_MOD[i]; }
+    DEV static u32 one(int i) { return FR_ONE[i]; }
+};
+struct FpTag {
+    static const int N = 12;
+    static const u32 INV = 0xfffcfffdu;  // -p^-1 mod 2^32
+    DEV static u32 mod(int i) { return FP_MOD[i]; }
+    DEV static u32 one(int i) { return FP_ONE[i]; }
+};
+
+template <class T>
+struct Fe {
+    u32 v[T::N];
+};
+typedef Fe<FrTag> Fr;
+typedef Fe<FpTag> Fp;
+
+template <class T>
+DEV Fe<T> fe_zero() {
+    Fe<T> r;
+#pragma unroll
+    for (int i = 0; i < T::N; i++) r.v[i] = 0;
+    return r;
+}
+
+template <class T>
+DEV Fe<T> fe_one() {
+    Fe<T> r;
+#pragma unroll
+    for (int i = 0; i < T::N; i++) r.v[i] = T::one(i);
+    return r;
+}
+
+template <class T>
+DEV bool fe_is_zero(const Fe<T>& a) {
+    u32 acc = 0;
+#pragma unroll
+    for (int i = 0; i < T::N; i++) acc |= a.v[i];
+    return acc == 0;
+}
+
+template <class T>
+DEV bool fe_eq(const Fe<T>& a, const Fe<T>& b) {
+    u32 acc = 0;
+#pragma unroll
+    for (int i = 0; i < T::N; i++) acc |= a.v[i] ^ b.v[i];
+    return acc == 0;
+}
+
+template <class T>
+DEV bool fe_is_one(const Fe<T>& a) {
+    u32 acc = 0;
+#pragma unroll
+    for (int i = 0; i < T::N; i++) acc |= a.v[i] ^ T::one(i);
+    return acc == 0;
+}
+
+// x - m: returns the borrow out (1 when x < m).
+template <class T>
+DEV u32 fe_sub_mod_raw(Fe<T>& out, const Fe<T>& x) {
+    u64 borrow = 0;
+#pragma unroll
+    for (int i = 0; i < T::N; i++) {
+        u64 d = (u64)x.v[i] - T::mod(i) - borrow;
+        out.v[i] = (u32)d;
+        borrow = (d >> 32) & 1;
+    }
+    return (u32)borrow;
+}
+
+template <class T>
+DEV Fe<T> fe_add_c(const Fe<T>& a, const Fe<T>& b) {
+    Fe<T> s, d;
+    u64 carry = 0;
+#pragma unroll
+    for (int i = 0; i < T::N; i++) {
+        u64 t = (u64)a.v[i] + b.v[i] + carry;
+        s.v[i] = (u32)t;
+        carry = t >> 32;
+    }
+    // The moduli are below 2^(32N-1): no carry out, the sum is below 2m.
+    u32 borrow = fe_sub_mod_raw<T>(d, s);
+    return borrow ? s : d;
+}
+
+template <class T>
+DEV Fe<T> fe_sub_c(const Fe<T>& a, const Fe<T>& b) {
+    Fe<T> d;
+    u64 borrow = 0;
+#pragma unroll
+    for (int i = 0; i < T::N; i++) {
+        u64 t = (u64)a.v[i] - b.v[i] - borrow;
+        d.v[i] = (u32)t;
+        borrow = (t >> 32) & 1;
+    }
+    if (borrow) {
+        u64 carry = 0;
+#pragma unroll
+        for (int i = 0; i < T::N; i++) {
+            u64 t = (u64)d.v[i] + T::mod(i) + carry;
+            d.v[i] = (u32)t;
+            carry = t >> 32;
+        }
+    }
+    return d;
+}
+
+// Montgomery product a·b·R^-1 mod m, inputs and output fully reduced.
+template <class T>
+DEV Fe<T> fe_mul_inline(const Fe<T>& a, const Fe<T>& b) {
+    const int N = T::N;
+    u32 t[N + 2];
+#pragma unroll
+    for (int i = 0; i < N + 2; i++) t[i] = 0;
+#pragma unroll
+    for (int i = 0; i < N; i++) {
+        u64 c = 0;
+#pragma unroll
+        for (int j = 0; j < N; j++) {
+            c += (u64)a.v[j] * b.v[i] + t[j];
+            t[j] = (u32)c;
+            c >>= 32;
+        }
+        c += t[N];
+        t[N] = (u32)c;
+        t[N + 1] = (u32)(c >> 32);
+
+        u32 m = t[0] * T::INV;
+        c = ((u64)m * T::mod(0) + t[0]) >> 32;
+#pragma unroll
+        for (int j = 1; j < N; j++) {
+            c += (u64)m * T::mod(j) + t[j];
+            t[j - 1] = (u32)c;
+            c >>= 32;
+        }
+        c += t[N];
+        t[N - 1] = (u32)c;
+        t[N] = t[N + 1] + (u32)(c >> 32);
+    }
+    // t < 2m: one conditional subtraction.
+    Fe<T> r, d;
+#pragma unroll
+    for (int i = 0; i < N; i++) r.v[i] = t[i];
+    u32 borrow = fe_sub_mod_raw<T>(d, r);
+    return (t[N] != 0 || !borrow) ? d : r;
+}
+
+// C2Q_PORTABLE (set by c2q when $C2Q_KERNELS_PORTABLE is set) keeps the plain C++ arithmetic
+// on the device too: a diagnostic fallback should a driver mis-handle the carry chains.
+#if defined(__CUDA_ARCH__) && !defined(C2Q_PORTABLE)
+#define C2Q_PTX 1
+#endif
+
+#if defined(C2Q_PTX)
+// The same operations with the carry flag of the hardware (PTX add.cc / madc chains): one
+// instruction per limb step instead of the 64-bit emulation above. Each chain is a run of
+// volatile asm statements, so that nothing is scheduled between them and the flag survives.
+#define PTX_ADD_CC(d, a, b) asm volatile("add.cc.u32 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b))
+#define PTX_ADDC_CC(d, a, b) asm volatile("addc.cc.u32 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b))
+#define PTX_ADDC(d, a, b) asm volatile("addc.u32 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b))
+#define PTX_SUB_CC(d, a, b) asm volatile("sub.cc.u32 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b))
+#define PTX_SUBC_CC(d, a, b) asm volatile("subc.cc.u32 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b))
+#define PTX_SUBC(d, a, b) asm volatile("subc.u32 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b))
+#define PTX_MADLO_CC(d, a, b, c) \
+    asm volatile("mad.lo.cc.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c))
+#define PTX_MADCLO_CC(d, a, b, c) \
+    asm volatile("madc.lo.cc.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c))
+#define PTX_MADHI_CC(d, a, b, c) \
+    asm volatile("mad.hi.cc.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c))
+#define PTX_MADCHI_CC(d, a, b, c) \
+    asm volatile("madc.hi.cc.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c))
+
+// a + b mod m (both < m).
+template <class T>
+DEV Fe<T> fe_add_ptx(const Fe<T>& a, const Fe<T>& b) {
+    const int N = T::N;
+    Fe<T> s, d;
+    PTX_ADD_CC(s.v[0], a.v[0], b.v[0]);
+#pragma unroll
+    for (int i = 1; i < N; i++) PTX_ADDC_CC(s.v[i], a.v[i], b.v[i]);
+    PTX_SUB_CC(d.v[0], s.v[0], T::mod(0));
+#pragma unroll
+    for (int i = 1; i < N; i++) PTX_SUBC_CC(d.v[i], s.v[i], T::mod(i));
+    u32 borrow;
+    PTX_SUBC(borrow, 0u, 0u);
+    // borrow = all ones when s < m: keep s.
+#pragma unroll
+    for (int i = 0; i < N; i++) d.v[i] = borrow ? s.v[i] : d.v[i];
+    return d;
+}
+
+// a − b mod m.
+template <class T>
+DEV Fe<T> fe_sub_ptx(const Fe<T>& a, const Fe<T>& b) {
+    const int N = T::N;
+    Fe<T> d, r;
+    PTX_SUB_CC(d.v[0], a.v[0], b.v[0]);
+#pragma unroll
+    for (int i = 1; i < N; i++) PTX_SUBC_CC(d.v[i], a.v[i], b.v[i]);
+    u32 mask;
+    PTX_SUBC(mask, 0u, 0u);
+    PTX_ADD_CC(r.v[0], d.v[0], T::mod(0) & mask);
+#pragma unroll
+    for (int i = 1; i < N; i++) PTX_ADDC_CC(r.v[i], d.v[i], T::mod(i) & mask);
+    return r;
+}
+
+// CIOS Montgomery product with carry chains: per word of b, add a·b_i (low halves, then high
+// halves one word up), then m·p the same way, then drop the zero low word.
+template <class T>
+DEV Fe<T> fe_mul_ptx(const Fe<T>& a, const Fe<T>& b) {
+    const int N = T::N;
+    u32 t[N + 2];
+#pragma unroll
+    for (int i = 0; i < N + 2; i++) t[i] = 0;
+#pragma unroll
+    for (int i = 0; i < N; i++) {
+        const u32 bi = b.v[i];
+        PTX_MADLO_CC(t[0], a.v[0], bi, t[0]);
+#pragma unroll
+        for (int j = 1; j < N; j++) PTX_MADCLO_CC(t[j], a.v[j], bi, t[j]);
+        PTX_ADDC_CC(t[N], t[N], 0u);
+        PTX_ADDC(t[N + 1], 0u, 0u);
+        PTX_MADHI_CC(t[1], a.v[0], bi, t[1]);
+#pragma unroll
+        for (int j = 1; j < N; j++) PTX_MADCHI_CC(t[j + 1], a.v[j], bi, t[j + 1]);
+        PTX_ADDC(t[N + 1], t[N + 1], 0u);
+
+        const u32 m = t[0] * T::INV;
+        PTX_MADLO_CC(t[0], m, T::mod(0), t[0]);
+#pragma unroll
+        for (int j = 1; j < N; j++) PTX_MADCLO_CC(t[j], m, T::mod(j), t[j]);
+        PTX_ADDC_CC(t[N], t[N], 0u);
+        PTX_ADDC(t[N + 1], t[N + 1], 0u);
+        PTX_MADHI_CC(t[1], m, T::mod(0), t[1]);
+#pragma unroll
+        for (int j = 1; j < N; j++) PTX_MADCHI_CC(t[j + 1], m, T::mod(j), t[j + 1]);
+        PTX_ADDC(t[N + 1], t[N + 1], 0u);
+#pragma unroll
+        for (int j = 0; j <= N; j++) t[j] = t[j + 1];
+        t[N + 1] = 0;
+    }
+    // t < 2m: one conditional subtraction.
+    Fe<T> r, d;
+    PTX_SUB_CC(d.v[0], t[0], T::mod(0));
+#pragma unroll
+    for (int i = 1; i < N; i++) PTX_SUBC_CC(d.v[i], t[i], T::mod(i));
+    u32 borrow;
+    PTX_SUBC(borrow, t[N], 0u);
+#pragma unroll
+    for (int i = 0; i < N; i++) r.v[i] = borrow ? t[i] : d.v[i];
+    return r;
+}
+#endif
+
+template <class T>
+DEV Fe<T> fe_add(const Fe<T>& a, const Fe<T>& b) {
+#if defined(C2Q_PTX)
+    return fe_add_ptx<T>(a, b);
+#else
+    return fe_add_c<T>(a, b);
+#endif
+}
+
+template <class T>
+DEV Fe<T> fe_sub(const Fe<T>& a, const Fe<T>& b) {
+#if defined(C2Q_PTX)
+    return fe_sub_ptx<T>(a, b);
+#else
+    return fe_sub_c<T>(a, b);
+#endif
+}
+
+template <class T>
+DEV Fe<T> fe_dbl(const Fe<T>& a) {
+    return fe_add<T>(a, a);
+}
+
+template <class T>
+DEV Fe<T> fe_neg(const Fe<T>& a) {
+    return fe_sub<T>(fe_zero<T>(), a);
+}
+
+// Fr products stay inline (NTT butterflies are short); an Fp product is a real call: the
+// group operations use a dozen each, and one shared copy keeps ptxas time and code size sane.
+template <class T>
+DEV Fe<T> fe_mul(const Fe<T>& a, const Fe<T>& b) {
+#if defined(C2Q_PTX)
+    return fe_mul_ptx<T>(a, b);
+#else
+    return fe_mul_inline<T>(a, b);
+#endif
+}
+
+#if defined(__CUDACC__)
+// Operands by value: a reference would force them (and every temporary of the callers) into
+// local memory; values travel in registers under the device calling convention.
+__device__ __noinline__ Fp fp_mul_call(Fp a, Fp b) {
+#if defined(C2Q_PTX)
+    return fe_mul_ptx<FpTag>(a, b);
+#else
+    return fe_mul_inline<FpTag>(a, b);
+#endif
+}
+
+template <>
+DEV Fp fe_mul<FpTag>(const Fp& a, const Fp& b) {
+    return fp_mul_call(a, b);
+}
+#endif
+
+template <class T>
+DEV Fe<T> fe_sqr(const Fe<T>& a) {
+    return fe_mul<T>(a, a);
+}
+
+// Montgomery form → canonical integer (multiply by 1).
+template <class T>
+DEV Fe<T> fe_from_mont(const Fe<T>& a) {
+    Fe<T> one_raw = fe_zero<T>();
+    one_raw.v[0] = 1;
+    return fe_mul<T>(a, one_raw);
+}
+
+// Canonical integer (< r) → Montgomery form.
+DEV Fr fr_to_mont(const Fr& a) {
+    Fr r2;
+#pragma unroll
+    for (int i = 0; i < 8; i++) r2.v[i] = FR_R2[i];
+    return fe_mul<FrTag>(a, r2);
+}
+
+// a^(p-2) = a^-1 for a ≠ 0 (0 maps to 0). Only used off the hot paths (point generation).
+DEV Fp fp_inv(const Fp& a) {
+    Fp r = fe_one<FpTag>();
+    for (int i = 11; i >= 0; i--) {
+        u32 e = FP_PM2[i];
+        for (int b = 31; b >= 0; b--) {
+            r = fe_sqr<FpTag>(r);
+            if ((e >> b) & 1) r = fe_mul<FpTag>(r, a);
+        }
+    }
+    return r;
+}
+
+#endif

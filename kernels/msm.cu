@@ -1,0 +1,314 @@
+// Multi-scalar multiplication in G1: Σ s_i·P_i with Pippenger's bucket method.
+//
+// 1. classify: scalars (Montgomery form, as blstrs stores them) equal to 0 are dropped, those
+//    equal to 1 only need their points summed (PoRep witnesses are mostly bits), the rest are
+//    converted to canonical integers and compacted with their point indices.
+// 2. digits: each remaining scalar is split into signed c-bit windows, d ∈ [-2^(c-1), 2^(c-1)],
+//    so a window needs 2^(c-1) buckets; −d·P is d·(−P), and negating an affine point is free.
+// 3. per window, a counting sort on the GPU orders (point, sign) by bucket: histogram with
+//    atomics, exclusive scan of the counts, scatter.
+// 4. accumulate: the sorted list is cut into fixed chunks, one thread each, so a bucket with
+//    millions of points (a repeated scalar) costs no more than many small ones. A thread writes
+//    the part of a bucket that starts in its chunk to the bucket; a part that continues a bucket
+//    from an earlier chunk goes to the chunk's own slot, and `bucket_fix` adds those slots in.
+// 5. reduce: Σ (b+1)·B_b per window by running sums over short segments of buckets, then a tree
+//    sum; the host combines the windows (Σ 2^(c·w)·W_w) and adds the sum of the ones.
+#include "g1.cuh"
+
+DEV Fp load_fp(const u32* base) {
+    const uint4* q = (const uint4*)base;
+    Fp r;
+#pragma unroll
+    for (int i = 0; i < 3; i++) {
+        uint4 a = q[i];
+        r.v[4 * i] = a.x;
+        r.v[4 * i + 1] = a.y;
+        r.v[4 * i + 2] = a.z;
+        r.v[4 * i + 3] = a.w;
+    }
+    return r;
+}
+
+DEV void store_fp(u32* base, const Fp& x) {
+    uint4* q = (uint4*)base;
+#pragma unroll
+    for (int i = 0; i < 3; i++)
+        q[i] = make_uint4(x.v[4 * i], x.v[4 * i + 1], x.v[4 * i + 2], x.v[4 * i + 3]);
+}
+
+// Points: 24 limbs (x then y). Accumulators: 48 limbs (x, y, zz, zzz).
+DEV Affine load_affine(const u32* points, u64 i) {
+    Affine a;
+    a.x = load_fp(points + i * 24);
+    a.y = load_fp(points + i * 24 + 12);
+    return a;
+}
+
+DEV Xyzz load_xyzz(const u32* base, u64 i) {
+    Xyzz p;
+    p.x = load_fp(base + i * 48);
+    p.y = load_fp(base + i * 48 + 12);
+    p.zz = load_fp(base + i * 48 + 24);
+    p.zzz = load_fp(base + i * 48 + 36);
+    return p;
+}
+
+DEV void store_xyzz(u32* base, u64 i, const Xyzz& p) {
+    store_fp(base + i * 48, p.x);
+    store_fp(base + i * 48 + 12, p.y);
+    store_fp(base + i * 48 + 24, p.zz);
+    store_fp(base + i * 48 + 36, p.zzz);
+}
+
+DEV Fr load_fr8(const u32* base, u64 i) {
+    const uint4* q = (const uint4*)(base + i * 8);
+    uint4 a = q[0], b = q[1];
+    Fr r;
+    r.v[0] = a.x; r.v[1] = a.y; r.v[2] = a.z; r.v[3] = a.w;
+    r.v[4] = b.x; r.v[5] = b.y; r.v[6] = b.z; r.v[7] = b.w;
+    return r;
+}
+
+DEV void store_fr8(u32* base, u64 i, const Fr& x) {
+    uint4* q = (uint4*)(base + i * 8);
+    q[0] = make_uint4(x.v[0], x.v[1], x.v[2], x.v[3]);
+    q[1] = make_uint4(x.v[4], x.v[5], x.v[6], x.v[7]);
+}
+
+// Appends `take` to a list shared by the warp with one atomic per warp; returns this lane's slot.
+DEV u32 warp_append(bool take, u32* counter) {
+    const u32 lane = threadIdx.x & 31;
+    u32 mask = __ballot_sync(0xffffffffu, take);
+    u32 base = 0;
+    if (mask != 0) {
+        u32 leader = __ffs(mask) - 1;
+        if (lane == leader) base = atomicAdd(counter, __popc(mask));
+        base = __shfl_sync(0xffffffffu, base, leader);
+    }
+    return base + __popc(mask & ((1u << lane) - 1));
+}
+
+// counters[0]: number of ones, counters[1]: number of other non-zero scalars.
+// The block size must be a multiple of 32 (whole warps take part in the ballots).
+extern "C" __global__ void msm_classify(const u32* scalars, u32 n, u32* one_idx,
+                                        u32* other_idx, u32* other_scalars, u32* counters) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    bool active = i < n;
+    Fr s = active ? load_fr8(scalars, i) : fe_zero<FrTag>();
+    bool zero = fe_is_zero<FrTag>(s);
+    bool one = active && !zero && fe_is_one<FrTag>(s);
+    bool other = active && !zero && !one;
+    u32 slot_one = warp_append(one, &counters[0]);
+    u32 slot_other = warp_append(other, &counters[1]);
+    if (one) one_idx[slot_one] = i;
+    if (other) {
+        other_idx[slot_other] = i;
+        store_fr8(other_scalars, slot_other, fe_from_mont<FrTag>(s));
+    }
+}
+
+// Signed window digits of canonical scalars (< 2^255), window-major: digits[w·m + i].
+// Encoding: 0 for a zero digit, else 1 + (bucket << 1 | negative), bucket = |d| − 1.
+extern "C" __global__ void msm_digits(const u32* scalars, u32 m, u32 c, u32 windows,
+                                      u32* digits) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= m) return;
+    Fr s = load_fr8(scalars, i);
+    const u32 half = 1u << (c - 1);
+    const u64 mask = ((u64)1 << c) - 1;
+    u32 carry = 0;
+    for (u32 w = 0; w < windows; w++) {
+        u32 bit = w * c;
+        u32 q = bit >> 5, sh = bit & 31;
+        u64 lo = q < 8 ? s.v[q] : 0;
+        u64 hi = q + 1 < 8 ? s.v[q + 1] : 0;
+        u32 raw = (u32)((((hi << 32) | lo) >> sh) & mask) + carry;
+        u32 enc;
+        if (raw > half) {
+            // Negative digit raw − 2^c, and a carry into the next window.
+            u32 mag = (1u << c) - raw;
+            carry = 1;
+            enc = mag == 0 ? 0 : 1 + (((mag - 1) << 1) | 1);
+        } else {
+            carry = 0;
+            enc = raw == 0 ? 0 : 1 + ((raw - 1) << 1);
+        }
+        digits[(u64)w * m + i] = enc;
+    }
+}
+
+extern "C" __global__ void msm_histogram(const u32* digits, u32 m, u32* counts) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= m) return;
+    u32 enc = digits[i];
+    if (enc != 0) atomicAdd(&counts[(enc - 1) >> 1], 1u);
+}
+
+// Exclusive scan, 1024 elements per block of 256 threads; block totals go to `sums` so that the
+// host can scan them in turn and add them back with `scan_add`.
+extern "C" __global__ void __launch_bounds__(256) scan_blocks(const u32* in, u32* out, u32 len,
+                                                             u32* sums) {
+    __shared__ u32 part[256];
+    const u32 base = blockIdx.x * 1024 + threadIdx.x * 4;
+    u32 v[4];
+    u32 total = 0;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        v[k] = base + k < len ? in[base + k] : 0;
+        total += v[k];
+    }
+    part[threadIdx.x] = total;
+    __syncthreads();
+    // Hillis–Steele inclusive scan of the 256 thread totals.
+    for (u32 d = 1; d < 256; d <<= 1) {
+        u32 add = threadIdx.x >= d ? part[threadIdx.x - d] : 0;
+        __syncthreads();
+        part[threadIdx.x] += add;
+        __syncthreads();
+    }
+    u32 run = part[threadIdx.x] - total;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        if (base + k < len) out[base + k] = run;
+        run += v[k];
+    }
+    if (threadIdx.x == 255) sums[blockIdx.x] = part[255];
+}
+
+extern "C" __global__ void scan_add(u32* out, u32 len, const u32* sums) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < len) out[i] += sums[i / 1024];
+}
+
+extern "C" __global__ void msm_scatter(const u32* digits, const u32* other_idx, u32 m,
+                                       const u32* offsets, u32* fill, u32* sorted) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= m) return;
+    u32 enc = digits[i];
+    if (enc == 0) return;
+    u32 b = (enc - 1) >> 1;
+    u32 pos = offsets[b] + atomicAdd(&fill[b], 1u);
+    sorted[pos] = other_idx[i] | (((enc - 1) & 1) << 31);
+}
+
+// Chunk t covers sorted[t·chunk, (t+1)·chunk). offsets has nbuckets + 1 entries, the last one
+// being the number of sorted entries.
+extern "C" __global__ void msm_accumulate(const u32* sorted, const u32* offsets, u32 nbuckets,
+                                          u32 chunk, const u32* points, u32* buckets,
+                                          u32* cont) {
+    const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
+    const u32 total = offsets[nbuckets];
+    const u64 start64 = (u64)t * chunk;
+    if (start64 >= total) return;
+    const u32 start = (u32)start64;
+    const u32 end = min(total, start + chunk);
+    // The bucket holding `start`: the last b with offsets[b] <= start.
+    u32 lo = 0, hi = nbuckets;
+    while (hi - lo > 1) {
+        u32 mid = (lo + hi) >> 1;
+        if (offsets[mid] <= start) lo = mid; else hi = mid;
+    }
+    u32 b = lo;
+    u32 next = offsets[b + 1];
+    u32 part_start = start;
+    Xyzz acc = xyzz_inf();
+    for (u32 e = start; e < end; e++) {
+        while (e >= next) {
+            if (part_start < e) {
+                if (part_start == offsets[b]) store_xyzz(buckets, b, acc);
+                else store_xyzz(cont, t, acc);
+            }
+            acc = xyzz_inf();
+            part_start = e;
+            b++;
+            next = offsets[b + 1];
+        }
+        u32 entry = sorted[e];
+        Affine p = load_affine(points, entry & 0x7fffffffu);
+        acc = xyzz_add_affine_any(acc, p, (entry >> 31) != 0);
+    }
+    if (part_start == offsets[b]) store_xyzz(buckets, b, acc);
+    else store_xyzz(cont, t, acc);
+}
+
+// Completes each bucket: empty ones become infinity, split ones get their continuations.
+extern "C" __global__ void msm_bucket_fix(u32* buckets, const u32* cont, const u32* offsets,
+                                          u32 nbuckets, u32 chunk) {
+    u32 b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= nbuckets) return;
+    u32 o0 = offsets[b], o1 = offsets[b + 1];
+    if (o0 == o1) {
+        store_xyzz(buckets, b, xyzz_inf());
+        return;
+    }
+    u32 c = o0 / chunk + 1;
+    if ((u64)c * chunk >= o1) return;
+    Xyzz acc = load_xyzz(buckets, b);
+    for (; (u64)c * chunk < o1; c++) acc = xyzz_add(acc, load_xyzz(cont, c));
+    store_xyzz(buckets, b, acc);
+}
+
+// Segment j of window w covers buckets [j·len, (j+1)·len) of that window and yields
+// Σ (b+1)·B_b over them: running sums from the top give Σ (b − j·len + 1)·B_b, and
+// (j·len)·Σ B_b supplies the rest. All windows in one launch: out[w·nseg + j].
+extern "C" __global__ void msm_bucket_reduce(const u32* buckets, u32 nbuckets, u32 len,
+                                             u32 nseg, u32 windows, u32* out) {
+    u32 t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= nseg * windows) return;
+    u32 w = t / nseg, j = t % nseg;
+    const u32* wb = buckets + (u64)w * nbuckets * 48;
+    u32 first = j * len;
+    u32 last = min(nbuckets, first + len);
+    Xyzz run = xyzz_inf(), sum = xyzz_inf();
+    for (u32 b = last; b > first; b--) {
+        run = xyzz_add(run, load_xyzz(wb, b - 1));
+        sum = xyzz_add(sum, run);
+    }
+    if (first != 0) sum = xyzz_add(sum, xyzz_mul_small(run, first));
+    store_xyzz(out, t, sum);
+}
+
+// Sums points[idx[k]] for all k < count into one partial sum per thread.
+extern "C" __global__ void msm_sum_indexed(const u32* points, const u32* idx, u32 count,
+                                           u32* partials) {
+    u32 g = blockIdx.x * blockDim.x + threadIdx.x;
+    u32 stride = gridDim.x * blockDim.x;
+    Xyzz acc = xyzz_inf();
+    for (u32 k = g; k < count; k += stride)
+        acc = xyzz_add_affine_any(acc, load_affine(points, idx[k]), false);
+    store_xyzz(partials, g, acc);
+}
+
+// Tree sums of groups: the input is `groups` runs of group_len points; each run is split over
+// blocks_per_group blocks of 128 threads, and block b writes the sum of its part to out[b].
+// Repeating with group_len = blocks_per_group ends with one sum per group.
+extern "C" __global__ void __launch_bounds__(128) xyzz_reduce(const u32* in, u32 group_len,
+                                                             u32 blocks_per_group,
+                                                             u32 per_block, u32* out) {
+    __shared__ Xyzz part[128];
+    const u32 g = blockIdx.x / blocks_per_group;
+    const u32 q = blockIdx.x % blocks_per_group;
+    const u64 base = (u64)g * group_len;
+    const u32 begin = q * per_block;
+    const u32 end = min(group_len, begin + per_block);
+    Xyzz acc = xyzz_inf();
+    for (u32 k = begin + threadIdx.x; k < end; k += 128)
+        acc = xyzz_add(acc, load_xyzz(in, base + k));
+    part[threadIdx.x] = acc;
+    __syncthreads();
+    for (u32 d = 64; d > 0; d >>= 1) {
+        if (threadIdx.x < d) part[threadIdx.x] = xyzz_add(part[threadIdx.x], part[threadIdx.x + d]);
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) store_xyzz(out, blockIdx.x, part[0]);
+}
+
+// XYZZ → Jacobian (blst_p1 layout, 36 limbs) for the host.
+extern "C" __global__ void xyzz_to_jacobian_kernel(const u32* in, u32 n, u32* out) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    Jacobian j = xyzz_to_jacobian(load_xyzz(in, i));
+    store_fp(out + i * 36, j.x);
+    store_fp(out + i * 36 + 12, j.y);
+    store_fp(out + i * 36 + 24, j.z);
+}

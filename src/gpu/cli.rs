@@ -1,0 +1,670 @@
+//! `c2q gpu-check` and `c2q bench gpu`: the GPU checked bit for bit against the CPU backend,
+//! and timed. Both run from the release binary alone (kernels are embedded).
+
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use blstrs::{G1Affine, G1Projective, Scalar as Fr};
+use ff::{Field, PrimeField};
+use group::{prime::PrimeCurveAffine, Curve, Group};
+use rand::{Rng, RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+
+use super::backend::CudaBackend;
+use super::device::{list_devices, DevBuf, Gpu};
+use super::limbs::{
+    affine_as_limbs, scalars_as_limbs, scalars_as_limbs_mut, AFFINE_LIMBS, FR_LIMBS,
+};
+use super::msm::{msm, msm_streamed};
+use super::ntt::{omega, upload_scalars, Ntt};
+use crate::groth16::{
+    self, ntt as cpu_ntt, Backend, CpuBackend, Density, Evaluations, Srs, Witness,
+};
+
+/// `c2q gpu-check`: compare the GPU with the CPU backend on fresh random inputs.
+#[derive(clap::Args, Debug, Clone)]
+pub struct GpuCheckArgs {
+    /// The GPU to check (see the device list printed first).
+    #[arg(long, default_value_t = 0)]
+    pub device: usize,
+    /// log2 of the largest MSM and NTT checked.
+    #[arg(long, default_value_t = 18)]
+    pub max_log: u32,
+    /// Seed of the random inputs (default: a fresh one, printed so that a failure can be
+    /// replayed).
+    #[arg(long)]
+    pub seed: Option<u64>,
+}
+
+/// `c2q bench gpu`: MSM and NTT timings, and one partition-shaped proving start.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchGpuArgs {
+    #[arg(long, default_value_t = 0)]
+    pub device: usize,
+    /// log2 of the smallest size timed.
+    #[arg(long, default_value_t = 20)]
+    pub min_log: u32,
+    /// log2 of the largest size timed.
+    #[arg(long, default_value_t = 27)]
+    pub max_log: u32,
+    /// Timed repetitions per measurement (after one warm-up); the median is reported.
+    #[arg(long, default_value_t = 5)]
+    pub reps: usize,
+    /// Skip the MSM timings.
+    #[arg(long)]
+    pub no_msm: bool,
+    /// Skip the NTT timings.
+    #[arg(long)]
+    pub no_ntt: bool,
+    /// Skip the partition-shaped run.
+    #[arg(long)]
+    pub no_partition: bool,
+    /// Constraints of the partition-shaped run (default: a 32 GiB PoRep partition).
+    #[arg(long, default_value_t = 130_278_869)]
+    pub partition_constraints: usize,
+    /// Print the results as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Prints the visible GPUs; used by both commands.
+fn print_devices() -> Result<()> {
+    let devices = list_devices()?;
+    if devices.is_empty() {
+        bail!("no CUDA GPU found (no driver, or no device visible to this process)");
+    }
+    for d in &devices {
+        eprintln!("{d}");
+    }
+    Ok(())
+}
+
+struct Tally {
+    failures: usize,
+    checks: usize,
+}
+
+impl Tally {
+    fn check(&mut self, what: &str, ok: bool) {
+        self.checks += 1;
+        if ok {
+            println!("ok    {what}");
+        } else {
+            self.failures += 1;
+            println!("FAIL  {what}");
+        }
+    }
+}
+
+fn random_scalars(rng: &mut ChaCha8Rng, n: usize) -> Vec<Fr> {
+    (0..n).map(|_| Fr::random(&mut *rng)).collect()
+}
+
+/// PoRep-like witness values: 51 % zero, 47 % one, 2 % anything.
+fn porep_scalars(rng: &mut ChaCha8Rng, n: usize) -> Vec<Fr> {
+    (0..n)
+        .map(|_| match rng.gen_range(0..100) {
+            0..=50 => Fr::ZERO,
+            51..=97 => Fr::ONE,
+            _ => Fr::random(&mut *rng),
+        })
+        .collect()
+}
+
+/// Random points (P_i = P_0 + i·Q for random P_0, Q), with a few at infinity when asked.
+fn random_points(rng: &mut ChaCha8Rng, n: usize, with_infinity: bool) -> Vec<G1Affine> {
+    let base = G1Projective::random(&mut *rng);
+    let step = G1Projective::random(&mut *rng);
+    let mut proj = Vec::with_capacity(n);
+    let mut p = base;
+    for _ in 0..n {
+        proj.push(p);
+        p += step;
+    }
+    let mut out = vec![G1Affine::identity(); n];
+    G1Projective::batch_normalize(&proj, &mut out);
+    if with_infinity {
+        for _ in 0..n.div_ceil(50) {
+            let i = rng.gen_range(0..n);
+            out[i] = G1Affine::identity();
+        }
+    }
+    out
+}
+
+fn gpu_msm_host(gpu: &Gpu, points: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective> {
+    let dp = gpu.alloc::<u32>(points.len() * AFFINE_LIMBS)?;
+    gpu.upload(&dp, 0, affine_as_limbs(points))?;
+    let ds = upload_scalars(gpu, scalars)?;
+    msm(gpu, &dp, &ds, points.len())
+}
+
+fn download_scalars(gpu: &Gpu, buf: &DevBuf<u32>, n: usize) -> Result<Vec<Fr>> {
+    let mut v = vec![Fr::ZERO; n];
+    gpu.download(buf, 0, scalars_as_limbs_mut(&mut v))?;
+    Ok(v)
+}
+
+/// `c2q gpu-check`. Ok(true) when every comparison matched.
+pub fn gpu_check(args: &GpuCheckArgs) -> Result<bool> {
+    print_devices()?;
+    let started = Instant::now();
+    let backend = CudaBackend::new(args.device)?;
+    let gpu = backend.gpu();
+    println!(
+        "{}: kernels ready in {:.2} s",
+        gpu.info,
+        started.elapsed().as_secs_f64()
+    );
+    let seed = args.seed.unwrap_or_else(|| rand::rngs::OsRng.next_u64());
+    println!("seed {seed}");
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut t = Tally {
+        failures: 0,
+        checks: 0,
+    };
+    let max_log = args.max_log.clamp(4, 24);
+
+    // NTTs against the CPU backend's own transforms.
+    let mut ntt = Ntt::new();
+    let mut logs: Vec<u32> = vec![0, 1, 2, 3, 4, 7, 10, 11, 12, 13, 14, 17];
+    logs.push(max_log);
+    for log_n in logs {
+        let n = 1usize << log_n;
+        let domain = cpu_ntt::Domain::for_len(n)?;
+        let values = random_scalars(&mut rng, n);
+        let buf = upload_scalars(gpu, &values)?;
+
+        let mut want = values.clone();
+        cpu_ntt::ntt(&mut want, omega(log_n));
+        ntt.forward(gpu, &buf, log_n)?;
+        t.check(
+            &format!("ntt forward 2^{log_n}"),
+            download_scalars(gpu, &buf, n)? == want,
+        );
+
+        gpu.upload(&buf, 0, scalars_as_limbs(&values))?;
+        let mut want = values.clone();
+        cpu_ntt::intt(&mut want, &domain);
+        ntt.inverse(gpu, &buf, log_n)?;
+        t.check(
+            &format!("ntt inverse 2^{log_n}"),
+            download_scalars(gpu, &buf, n)? == want,
+        );
+
+        gpu.upload(&buf, 0, scalars_as_limbs(&values))?;
+        let mut want = values.clone();
+        cpu_ntt::distribute_powers(&mut want, Fr::MULTIPLICATIVE_GENERATOR);
+        cpu_ntt::ntt(&mut want, omega(log_n));
+        ntt.coset_forward(gpu, &buf, log_n)?;
+        t.check(
+            &format!("ntt coset forward 2^{log_n}"),
+            download_scalars(gpu, &buf, n)? == want,
+        );
+
+        gpu.upload(&buf, 0, scalars_as_limbs(&values))?;
+        let mut want = values.clone();
+        cpu_ntt::intt(&mut want, &domain);
+        let ginv = Fr::MULTIPLICATIVE_GENERATOR.invert().unwrap_or(Fr::ZERO);
+        cpu_ntt::distribute_powers(&mut want, ginv);
+        ntt.coset_inverse(gpu, &buf, log_n)?;
+        t.check(
+            &format!("ntt coset inverse 2^{log_n}"),
+            download_scalars(gpu, &buf, n)? == want,
+        );
+    }
+
+    // H = (a·b − c)/Z against the CPU backend, odd sizes included.
+    for n in [
+        1usize,
+        2,
+        3,
+        5,
+        1000,
+        4096,
+        4097,
+        65_537,
+        (1 << max_log) - 3,
+    ] {
+        let evals = Evaluations {
+            a: porep_scalars(&mut rng, n),
+            b: porep_scalars(&mut rng, n),
+            c: random_scalars(&mut rng, n),
+        };
+        let want = cpu_ntt::h_coefficients(evals.clone())?;
+        let domain = n.next_power_of_two();
+        let log_n = domain.trailing_zeros();
+        let pad = |v: &[Fr]| -> Result<DevBuf<u32>> {
+            let mut p = v.to_vec();
+            p.resize(domain, Fr::ZERO);
+            upload_scalars(gpu, &p)
+        };
+        let (da, db, dc) = (pad(&evals.a)?, pad(&evals.b)?, pad(&evals.c)?);
+        ntt.h_quotient(gpu, &da, &db, &dc, log_n)?;
+        let got = download_scalars(gpu, &da, domain - 1)?;
+        t.check(&format!("H coefficients, {n} constraints"), got == want);
+    }
+
+    // MSMs against the CPU backend's multiexp, on every kind of scalar.
+    let max_n = (1usize << max_log) + 1;
+    let points = random_points(&mut rng, max_n, false);
+    let mut points_inf = points.clone();
+    for _ in 0..max_n.div_ceil(50) {
+        let i = rng.gen_range(0..max_n);
+        points_inf[i] = G1Affine::identity();
+    }
+    let sizes = [1usize, 2, 3, 31, 100, 1000, 4097, 65_537, max_n];
+    type Gen = fn(&mut ChaCha8Rng, usize) -> Vec<Fr>;
+    let kinds: [(&str, Gen); 8] = [
+        ("full-width", random_scalars),
+        ("all zero", |_, n| vec![Fr::ZERO; n]),
+        ("all one", |_, n| vec![Fr::ONE; n]),
+        ("porep-like 0/1", porep_scalars),
+        ("small 2..40", |r, n| {
+            (0..n).map(|_| Fr::from(r.gen_range(2..40u64))).collect()
+        }),
+        ("one repeated value", |r, n| vec![Fr::random(&mut *r); n]),
+        ("r-1 and -2", |r, n| {
+            (0..n)
+                .map(|_| {
+                    if r.gen_bool(0.5) {
+                        -Fr::ONE
+                    } else {
+                        -Fr::from(2u64)
+                    }
+                })
+                .collect()
+        }),
+        ("low 64-bit", |r, n| {
+            (0..n).map(|_| Fr::from(r.next_u64())).collect()
+        }),
+    ];
+    for &n in &sizes {
+        for (name, gen) in &kinds {
+            // The largest size only with the kinds that stress the bucket paths most.
+            if n == max_n
+                && !matches!(
+                    *name,
+                    "full-width" | "porep-like 0/1" | "one repeated value"
+                )
+            {
+                continue;
+            }
+            let scalars = gen(&mut rng, n);
+            for (pts, inf) in [(&points, false), (&points_inf, true)] {
+                if inf && n > 4097 && *name != "porep-like 0/1" {
+                    continue;
+                }
+                let want = groth16::msm::g1(&pts[..n], &scalars);
+                let got = gpu_msm_host(gpu, &pts[..n], &scalars)?;
+                let label = format!(
+                    "msm {n} {name}{}",
+                    if inf { " with points at infinity" } else { "" }
+                );
+                t.check(&label, got == want);
+            }
+        }
+    }
+    {
+        let n = 70_001;
+        let scalars = porep_scalars(&mut rng, n);
+        let want = groth16::msm::g1(&points_inf[..n], &scalars);
+        let got = msm_streamed(gpu, &points_inf[..n], &scalars)?;
+        t.check("msm streamed from host", got == want);
+    }
+
+    // Proving start through the Backend trait: synthetic parameters, full densities.
+    let canary = crate::canary::srs()?;
+    for (inputs, aux, constraints) in [(3usize, 1000usize, 1500usize), (5, 40_000, 70_000)] {
+        let domain = constraints.next_power_of_two();
+        let srs = Srs {
+            id: format!("gpu-check synthetic {constraints}"),
+            vk: canary.vk.clone(),
+            h: random_points(&mut rng, domain - 1, true),
+            l: random_points(&mut rng, aux, true),
+            a: random_points(&mut rng, inputs + aux, true),
+            b_g1: random_points(&mut rng, inputs + aux, true),
+            b_g2: Vec::new(),
+        };
+        let witness = Witness {
+            input: random_scalars(&mut rng, inputs),
+            aux: porep_scalars(&mut rng, aux),
+            a_aux_density: Density::full(aux),
+            b_input_density: Density::full(inputs),
+            b_aux_density: Density::full(aux),
+        };
+        let evals = Evaluations {
+            a: porep_scalars(&mut rng, constraints),
+            b: porep_scalars(&mut rng, constraints),
+            c: random_scalars(&mut rng, constraints),
+        };
+        let want = CpuBackend.start(&srs, evals.clone(), &witness)?;
+        let got = backend.start(&srs, evals.clone(), &witness)?;
+        t.check(
+            &format!("proving start, {constraints} constraints"),
+            got == want,
+        );
+        // Second call: the parameters are resident now.
+        let again = backend.start(&srs, evals, &witness)?;
+        t.check(
+            &format!("proving start again (resident), {constraints} constraints"),
+            again == want,
+        );
+    }
+
+    // A real circuit (the canary) with real densities: proofs byte-identical with the same r, s.
+    {
+        use crate::job::ProofJob;
+        let job = crate::canary::CanaryJob::new(1, rng.next_u64())?;
+        let r = Fr::random(&mut rng);
+        let s = Fr::random(&mut rng);
+        let cpu = groth16::prove(&CpuBackend, &canary, job.synthesize(0)?, r, s)?;
+        let gpu_proof = groth16::prove(&backend, &canary, job.synthesize(0)?, r, s)?;
+        let bytes = |p: &groth16::Proof| -> Result<Vec<u8>> {
+            let mut v = Vec::new();
+            p.write(&mut v).context("cannot serialise a proof")?;
+            Ok(v)
+        };
+        t.check(
+            "canary proof bytes, cpu = cuda",
+            bytes(&cpu)? == bytes(&gpu_proof)?,
+        );
+        t.check("canary proof verifies", job.verify(&[gpu_proof]).is_ok());
+    }
+
+    println!(
+        "{} checks, {} failed ({:.1} s)",
+        t.checks,
+        t.failures,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(t.failures == 0)
+}
+
+/// One timing line.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct BenchRow {
+    pub work: String,
+    pub log_n: u32,
+    pub median_ms: f64,
+    pub min_ms: f64,
+    pub sppark_ms: Option<f64>,
+}
+
+fn sppark_ms(work: &str, log_n: u32) -> Option<f64> {
+    match (work, log_n) {
+        ("msm full-width", 20) => Some(26.0),
+        ("msm full-width", 24) => Some(187.0),
+        ("msm full-width", 26) => Some(645.0),
+        ("msm full-width", 27) => Some(1183.0),
+        ("ntt forward", 27) => Some(42.4),
+        _ => None,
+    }
+}
+
+fn median(mut v: Vec<f64>) -> (f64, f64) {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let min = v.first().copied().unwrap_or(0.0);
+    (v[v.len() / 2], min)
+}
+
+/// Times `f` with device events around it: one warm-up, then `reps` runs.
+fn time_events(gpu: &Gpu, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<(f64, f64)> {
+    f()?;
+    gpu.sync()?;
+    let mut times = Vec::with_capacity(reps);
+    for _ in 0..reps.max(1) {
+        let start = gpu.event()?;
+        f()?;
+        let end = gpu.event()?;
+        times.push(start.elapsed_ms(&end).context("cannot read event timing")? as f64);
+    }
+    Ok(median(times))
+}
+
+/// Random points made on the GPU (kernels/gen.cu) from two tables of 2^14 points.
+fn gen_points(gpu: &Gpu, n: usize, rng: &mut ChaCha8Rng) -> Result<DevBuf<u32>> {
+    const TLOG: u32 = 14;
+    let t1 = random_points(rng, 1 << TLOG, false);
+    let t2 = random_points(rng, 1 << TLOG, false);
+    let d1 = gpu.alloc::<u32>(t1.len() * AFFINE_LIMBS)?;
+    gpu.upload(&d1, 0, affine_as_limbs(&t1))?;
+    let d2 = gpu.alloc::<u32>(t2.len() * AFFINE_LIMBS)?;
+    gpu.upload(&d2, 0, affine_as_limbs(&t2))?;
+    let out = gpu.alloc::<u32>(n * AFFINE_LIMBS)?;
+    let threads = (n as u64).div_ceil(16);
+    gpu.launch(
+        "gen_points",
+        super::device::blocks(threads, 128)?,
+        128,
+        &[&out.ptr(), &(n as u64), &d1.ptr(), &d2.ptr(), &TLOG],
+    )?;
+    gpu.sync()?;
+    Ok(out)
+}
+
+/// Random scalars made on the GPU: mode 0 full width, 1 PoRep-like.
+fn gen_scalars(gpu: &Gpu, buf: &DevBuf<u32>, n: usize, seed: u64, mode: u32) -> Result<()> {
+    gpu.launch(
+        "gen_scalars",
+        super::device::blocks(n as u64, 256)?,
+        256,
+        &[&buf.ptr(), &(n as u64), &seed, &mode],
+    )?;
+    gpu.sync()
+}
+
+/// PoRep-like host values, generated in parallel.
+fn porep_host(n: usize, seed: u64, other_pct: u32) -> Vec<Fr> {
+    let mut v = vec![Fr::ZERO; n];
+    v.par_chunks_mut(1 << 16)
+        .enumerate()
+        .for_each(|(k, chunk)| {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (k as u64).wrapping_mul(0x9e37_79b9));
+            for x in chunk {
+                let pick = rng.gen_range(0..100u32);
+                *x = if pick < 51 {
+                    Fr::ZERO
+                } else if pick < 100 - other_pct {
+                    Fr::ONE
+                } else {
+                    Fr::random(&mut rng)
+                };
+            }
+        });
+    v
+}
+
+/// `c2q bench gpu`.
+pub fn bench_gpu(args: &BenchGpuArgs) -> Result<()> {
+    print_devices()?;
+    let backend = CudaBackend::new(args.device)?;
+    let gpu = backend.gpu();
+    let mut rng = ChaCha8Rng::seed_from_u64(0xbe4c);
+    let mut rows: Vec<BenchRow> = Vec::new();
+    let min_log = args.min_log.min(args.max_log);
+    let max_log = args.max_log.min(28);
+    let push = |rows: &mut Vec<BenchRow>, work: &str, log_n: u32, (med, min): (f64, f64)| {
+        eprintln!("{work:<28} 2^{log_n:<3} {med:>10.2} ms");
+        rows.push(BenchRow {
+            work: work.to_string(),
+            log_n,
+            median_ms: med,
+            min_ms: min,
+            sppark_ms: sppark_ms(work, log_n),
+        });
+    };
+
+    if !args.no_ntt {
+        let mut ntt = Ntt::new();
+        for log_n in min_log..=max_log {
+            let n = 1usize << log_n;
+            let buf = gpu.alloc::<u32>(n * FR_LIMBS)?;
+            gen_scalars(gpu, &buf, n, 7, 0)?;
+            let r = time_events(gpu, args.reps, || ntt.forward(gpu, &buf, log_n))?;
+            push(&mut rows, "ntt forward", log_n, r);
+        }
+    }
+
+    if !args.no_msm {
+        let n_max = 1usize << max_log;
+        let points = gen_points(gpu, n_max, &mut rng)?;
+        let scalars = gpu.alloc::<u32>(n_max * FR_LIMBS)?;
+        for (work, mode) in [("msm full-width", 0u32), ("msm porep-like", 1)] {
+            for log_n in min_log..=max_log {
+                let n = 1usize << log_n;
+                gen_scalars(gpu, &scalars, n, 11 + log_n as u64, mode)?;
+                let r = time_events(gpu, args.reps, || {
+                    msm(gpu, &points, &scalars, n).map(|_| ())
+                })?;
+                push(&mut rows, work, log_n, r);
+            }
+        }
+    }
+
+    let mut partition = None;
+    if !args.no_partition {
+        partition = Some(bench_partition(gpu, args.partition_constraints, &mut rng)?);
+    }
+
+    if args.json {
+        let out = serde_json::json!({
+            "device": gpu.info.to_string(),
+            "rows": rows,
+            "partition": partition,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!("{}", gpu.info);
+        println!(
+            "{:<28} {:>6} {:>11} {:>11} {:>10} {:>8}",
+            "work", "size", "median ms", "min ms", "sppark ms", "ratio"
+        );
+        for r in &rows {
+            let (sp, ratio) = match r.sppark_ms {
+                Some(s) => (format!("{s:.1}"), format!("{:.2}", r.median_ms / s)),
+                None => ("-".into(), "-".into()),
+            };
+            println!(
+                "{:<28} {:>6} {:>11.2} {:>11.2} {:>10} {:>8}",
+                r.work,
+                format!("2^{}", r.log_n),
+                r.median_ms,
+                r.min_ms,
+                sp,
+                ratio
+            );
+        }
+        if let Some(p) = &partition {
+            println!("{}", serde_json::to_string(p)?);
+        }
+    }
+    Ok(())
+}
+
+/// Timings of one partition-shaped proving start.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PartitionTiming {
+    pub constraints: usize,
+    pub log_domain: u32,
+    pub aux: usize,
+    pub a_points: usize,
+    pub b_points: usize,
+    pub srs_gen_ms: f64,
+    pub upload_abc_ms: f64,
+    pub h_ntt_ms: f64,
+    pub msm_h_ms: f64,
+    pub upload_witness_ms: f64,
+    pub msm_l_ms: f64,
+    pub msm_a_ms: f64,
+    pub msm_b_ms: f64,
+    pub total_ms: f64,
+}
+
+/// Proving start for one partition of `constraints` constraints, PoRep-shaped (aux variables
+/// ≈ constraints, A density 99.6 %, B density 25.5 %, witness 51 % zeros and 47 % ones), with a
+/// random SRS made on the GPU. Timed end to end from host-resident a, b, c and witness.
+fn bench_partition(gpu: &Gpu, constraints: usize, rng: &mut ChaCha8Rng) -> Result<PartitionTiming> {
+    let domain = constraints.next_power_of_two();
+    let log_n = domain.trailing_zeros();
+    let aux = constraints;
+    let a_points = aux * 996 / 1000;
+    let b_points = aux * 255 / 1000;
+    eprintln!("partition: {constraints} constraints, domain 2^{log_n}: generating inputs …");
+    let t = Instant::now();
+    let h_set = gen_points(gpu, domain - 1, rng)?;
+    let l_set = gen_points(gpu, aux, rng)?;
+    let a_set = gen_points(gpu, a_points, rng)?;
+    let b_set = gen_points(gpu, b_points, rng)?;
+    let srs_gen_ms = t.elapsed().as_secs_f64() * 1e3;
+    let a = porep_host(constraints, 1, 3);
+    let b = porep_host(constraints, 2, 3);
+    let c = porep_host(constraints, 3, 3);
+    let w = porep_host(aux, 4, 2);
+    let b_scalars = porep_host(b_points, 5, 2);
+
+    let mut ntt = Ntt::new();
+    // Warm the twiddle table: it is built once per process, not per partition.
+    {
+        let tiny = gpu.alloc_zeroed::<u32>(domain * FR_LIMBS)?;
+        ntt.forward(gpu, &tiny, log_n)?;
+    }
+    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
+    let total = Instant::now();
+    let t = Instant::now();
+    let up = |v: &[Fr]| -> Result<DevBuf<u32>> {
+        let buf = gpu.alloc::<u32>(domain * FR_LIMBS)?;
+        gpu.memset_zero(&buf)?;
+        gpu.upload(&buf, 0, scalars_as_limbs(v))?;
+        Ok(buf)
+    };
+    let (da, db, dc) = (up(&a)?, up(&b)?, up(&c)?);
+    let upload_abc_ms = ms(t);
+    let t = Instant::now();
+    ntt.h_quotient(gpu, &da, &db, &dc, log_n)?;
+    drop((db, dc));
+    let h_ntt_ms = ms(t);
+    let t = Instant::now();
+    let sums_h = msm(gpu, &h_set, &da, domain - 1)?;
+    let msm_h_ms = ms(t);
+    drop(da);
+    let t = Instant::now();
+    let dw = upload_scalars(gpu, &w)?;
+    let db_s = upload_scalars(gpu, &b_scalars)?;
+    let upload_witness_ms = ms(t);
+    let t = Instant::now();
+    let sums_l = msm(gpu, &l_set, &dw, aux)?;
+    let msm_l_ms = ms(t);
+    let t = Instant::now();
+    let sums_a = msm(gpu, &a_set, &dw, a_points)?;
+    let msm_a_ms = ms(t);
+    let t = Instant::now();
+    let sums_b = msm(gpu, &b_set, &db_s, b_points)?;
+    let msm_b_ms = ms(t);
+    let total_ms = ms(total);
+    // Keep the results observable so that nothing is optimised away, and sanity-check them.
+    if !bool::from(
+        (sums_h + sums_l + sums_a + sums_b)
+            .to_affine()
+            .is_on_curve(),
+    ) {
+        bail!("partition run produced a point off the curve");
+    }
+    Ok(PartitionTiming {
+        constraints,
+        log_domain: log_n,
+        aux,
+        a_points,
+        b_points,
+        srs_gen_ms,
+        upload_abc_ms,
+        h_ntt_ms,
+        msm_h_ms,
+        upload_witness_ms,
+        msm_l_ms,
+        msm_a_ms,
+        msm_b_ms,
+        total_ms,
+    })
+}

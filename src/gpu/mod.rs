@@ -1,0 +1,16 @@
+//! The CUDA backend: device discovery, NVRTC builds of `kernels/`, NTT and MSM launchers, SRS
+//! residency, and `CudaBackend` (proving start on a GPU).
+//!
+//! Only `backend` knows the Groth16 types; the launchers (`ntt`, `msm`) take device buffers of
+//! plain limbs. Everything is loaded at run time: on a machine without a GPU, `list_devices`
+//! is empty and `select_backend(Auto)` gives the CPU backend.
+
+pub mod backend;
+pub mod cli;
+pub mod device;
+pub mod limbs;
+pub mod msm;
+pub mod ntt;
+
+pub use backend::{select_backend, BackendChoice, CudaBackend};
+pub use device::{list_devices, DeviceInfo, Gpu, OutOfDeviceMemory};
