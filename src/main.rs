@@ -135,14 +135,17 @@ struct GenerateArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // Logs go to stderr; RUST_LOG selects them (default: warnings only).
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    // Logs go to stderr; RUST_LOG selects them (default: warnings only). The worker sets up
+    // its own (human or JSON, from its configuration; default level info).
+    if !matches!(cli.command, Command::Worker(_)) {
+        tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            )
+            .with_writer(std::io::stderr)
+            .init();
+    }
     match cli.command {
         Command::Prove(args) => prove(args),
         Command::Params(ParamsCommand::Generate(args)) => match generate(args) {
