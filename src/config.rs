@@ -132,8 +132,10 @@ impl Default for TelemetryConfig {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PipelineConfig {
-    /// `cpu` (default) or a GPU backend where one is built in.
+    /// `auto` (CUDA when a usable GPU is present, else CPU), `cpu` or `cuda`.
     pub backend: String,
+    /// Which GPU, for the `cuda` backend.
+    pub device: usize,
     /// Threads running the G2 finalizer, so it keeps up with the backend.
     pub finalizer_threads: usize,
     /// Test-only fault injection: `kill-after-publish` sends SIGKILL to the worker itself
@@ -144,7 +146,8 @@ pub struct PipelineConfig {
 impl Default for PipelineConfig {
     fn default() -> Self {
         PipelineConfig {
-            backend: "cpu".into(),
+            backend: "auto".into(),
+            device: 0,
             finalizer_threads: 1,
             fault: None,
         }

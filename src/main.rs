@@ -37,14 +37,6 @@ enum Command {
     /// Groth16 parameter files.
     #[command(subcommand)]
     Params(ParamsCommand),
-    /// Prove jobs from RabbitMQ until told to stop.
-    Worker(c2q::worker::WorkerArgs),
-    /// Enqueue a C2 job (raw C1 or Commit2In JSON) or a canary.
-    Submit(c2q::cli_queue::SubmitArgs),
-    /// Inspect, replay or purge dead-lettered jobs.
-    Dlq(c2q::cli_queue::DlqArgs),
-    /// Queue depths, jobs in flight, ledger counts.
-    Status(c2q::cli_queue::StatusArgs),
     /// Test inputs for trying c2q without a sealing pipeline.
     #[command(subcommand)]
     Testdata(TestdataCommand),
@@ -53,6 +45,14 @@ enum Command {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Prove jobs from RabbitMQ until told to stop.
+    Worker(c2q::worker::WorkerArgs),
+    /// Enqueue a C2 job (raw C1 or Commit2In JSON) or a canary.
+    Submit(c2q::cli_queue::SubmitArgs),
+    /// Inspect, replay or purge dead-lettered jobs.
+    Dlq(c2q::cli_queue::DlqArgs),
+    /// Queue depths, jobs in flight, ledger counts.
+    Status(c2q::cli_queue::StatusArgs),
 }
 
 #[derive(Subcommand)]
@@ -135,14 +135,17 @@ struct GenerateArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // Logs go to stderr; RUST_LOG selects them (default: warnings only).
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    // Logs go to stderr; RUST_LOG selects them (default: warnings only). The worker sets up
+    // its own (human or JSON, from its configuration; default level info).
+    if !matches!(cli.command, Command::Worker(_)) {
+        tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            )
+            .with_writer(std::io::stderr)
+            .init();
+    }
     match cli.command {
         Command::Prove(args) => prove(args),
         Command::Params(ParamsCommand::Generate(args)) => match generate(args) {

@@ -24,7 +24,8 @@ use tokio_util::task::TaskTracker;
 use crate::broker::Broker;
 use crate::config::Config;
 use crate::gate::{self, estimate, Gate, Reservation};
-use crate::groth16::{Backend, CpuBackend};
+use crate::gpu::{select_backend, BackendChoice};
+use crate::groth16::Backend;
 use crate::ledger::Ledger;
 use crate::pipeline::Pipeline;
 use crate::telemetry::{self, http::Health, Metrics};
@@ -87,10 +88,9 @@ pub async fn run_async(cfg: Config) -> Result<()> {
     let budget = gate::detect_budget(&cfg.gate)?;
     let gate = Gate::new(budget.jobs);
     metrics.gate_budget_bytes.set(budget.jobs as i64);
-    let backend: Arc<dyn Backend> = match cfg.pipeline.backend.as_str() {
-        "cpu" => Arc::new(CpuBackend),
-        other => bail!("pipeline.backend {other:?} is not available in this build (try \"cpu\")"),
-    };
+    let choice = <BackendChoice as clap::ValueEnum>::from_str(&cfg.pipeline.backend, true)
+        .map_err(|e| anyhow::anyhow!("pipeline.backend: {e} (auto, cpu or cuda)"))?;
+    let backend: Arc<dyn Backend> = Arc::from(select_backend(choice, cfg.pipeline.device)?);
     let backend = fault::wrap_backend(cfg.pipeline.fault.as_deref(), backend);
     let pipeline = Pipeline::start(backend, cfg.pipeline.finalizer_threads)?;
     let ledger = Ledger::connect(&cfg.ledger).await?;
