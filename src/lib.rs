@@ -1,7 +1,8 @@
 //! c2q: a Filecoin PoRep Commit2 prover and queue worker.
 //!
 //! See `ARCHITECTURE.md` for the map. Dependencies run one way:
-//! `broker/ledger/pipeline → porep → groth16 → gpu`.
+//! `worker → broker/ledger/pipeline → porep → groth16`; the GPU plugs into `groth16` through
+//! its `Backend` trait (`gpu::backend`).
 
 pub mod canary;
 pub mod gpu;
