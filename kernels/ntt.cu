@@ -49,18 +49,39 @@ DEV Fr twiddle(const u32* tw, u64 e, u32 t, bool inverse) {
     return fe_neg<FrTag>(load_fr(tw, base + ((u64)1 << t) - e));
 }
 
+// One butterfly: DIT (x, y) → (x + w·y, x − w·y); DIF (x, y) → (x + y, (x − y)·w).
+DEV void butterfly(Fr& x, Fr& y, const Fr& w, bool dif) {
+    if (dif) {
+        Fr d = fe_sub<FrTag>(x, y);
+        x = fe_add<FrTag>(x, y);
+        y = fe_mul<FrTag>(d, w);
+    } else {
+        Fr t = fe_mul<FrTag>(y, w);
+        y = fe_sub<FrTag>(x, t);
+        x = fe_add<FrTag>(x, t);
+    }
+}
+
 // One pass: stages s .. s+k-1 (half-spans 2^s .. 2^(s+k-1)), in increasing order for DIT and
 // decreasing order for DIF. The grid has 2^(L - k - lo_log) blocks.
-extern "C" __global__ void __launch_bounds__(512) ntt_pass(u32* data, u32 s, u32 k,
-                                                          u32 lo_log, const u32* tw,
-                                                          u32 dif, u32 inverse) {
-    __shared__ Fr tile[NTT_TILE];
+//
+// Stages go two at a time (radix 4): a thread takes the four tile elements that two
+// consecutive stages mix among themselves, does the four butterflies in registers with three
+// twiddles, and the block synchronises once per two stages instead of once per stage. An odd
+// stage left over runs as plain radix-2 butterflies.
+//
+// Two entry points share the body: `ntt_pass` lets the compiler use the registers it wants (two
+// blocks per SM), `ntt_pass_occ3` caps them so that three blocks fit (a few spills).
+DEV void ntt_pass_body(Fr* tile, u32* data, u32 s, u32 k, u32 lo_log, const u32* tw, u32 dif,
+                       u32 inverse, u32 pair_stages) {
     const u32 elems = 1u << (k + lo_log);
     const u32 lo_mask = (1u << lo_log) - 1;
     const u64 lo_groups = ((u64)1 << s) >> lo_log;
     const u64 blk = blockIdx.x;
     const u64 hi = blk / lo_groups;
     const u64 lo_base = (blk % lo_groups) << lo_log;
+    const bool inv = inverse != 0;
+    const bool is_dif = dif != 0;
 
     for (u32 f = threadIdx.x; f < elems; f += blockDim.x) {
         u64 gi = lo_base + (f & lo_mask) + ((u64)(f >> lo_log) << s) + (hi << (s + k));
@@ -68,31 +89,60 @@ extern "C" __global__ void __launch_bounds__(512) ntt_pass(u32* data, u32 s, u32
     }
     __syncthreads();
 
-    const u32 butterflies = elems / 2;
-    for (u32 step = 0; step < k; step++) {
-        const u32 u = dif ? (k - 1 - step) : step;
-        const u32 t = s + u;
+    // DIT walks the stages up from 0, DIF down from k − 1; `u` is the lower stage of the
+    // step, `two` whether the step covers stages u and u + 1.
+    u32 done = 0;
+    while (done < k) {
+        const bool two = pair_stages != 0 && k - done >= 2;
+        const u32 u = is_dif ? k - done - (two ? 2 : 1) : done;
         const u32 low = (1u << u) - 1;
-        for (u32 q = threadIdx.x; q < butterflies; q += blockDim.x) {
-            u32 lo_off = q & lo_mask;
-            u32 p = q >> lo_log;
-            u32 j0 = ((p >> u) << (u + 1)) | (p & low);
-            u32 f0 = (j0 << lo_log) | lo_off;
-            u32 f1 = f0 + (1u << (u + lo_log));
-            u64 imod = lo_base + lo_off + ((u64)(j0 & low) << s);
-            Fr w = twiddle(tw, imod, t, inverse != 0);
-            Fr x = tile[f0];
-            Fr y = tile[f1];
-            if (dif) {
-                tile[f0] = fe_add<FrTag>(x, y);
-                tile[f1] = fe_mul<FrTag>(fe_sub<FrTag>(x, y), w);
-            } else {
-                y = fe_mul<FrTag>(y, w);
-                tile[f0] = fe_add<FrTag>(x, y);
-                tile[f1] = fe_sub<FrTag>(x, y);
+        if (two) {
+            const u32 h = 1u << (u + lo_log);
+            for (u32 q = threadIdx.x; q < elems / 4; q += blockDim.x) {
+                const u32 lo_off = q & lo_mask;
+                const u32 p = q >> lo_log;
+                // The four elements differ in bits u and u + 1 of the pass index.
+                const u32 j0 = ((p >> u) << (u + 2)) | (p & low);
+                const u32 f0 = (j0 << lo_log) | lo_off;
+                // Their index modulo 2^(s+u): the exponent for stage u, and for the pair
+                // (e0, e2) of stage u + 1; the pair (e1, e3) is 2^(s+u) further.
+                const u64 e = lo_base + lo_off + ((u64)(j0 & low) << s);
+                const Fr w_lo = twiddle(tw, e, s + u, inv);
+                const Fr w_hi0 = twiddle(tw, e, s + u + 1, inv);
+                const Fr w_hi1 = twiddle(tw, e + ((u64)1 << (s + u)), s + u + 1, inv);
+                Fr x0 = tile[f0], x1 = tile[f0 + h], x2 = tile[f0 + 2 * h], x3 = tile[f0 + 3 * h];
+                if (is_dif) {
+                    butterfly(x0, x2, w_hi0, true);
+                    butterfly(x1, x3, w_hi1, true);
+                    butterfly(x0, x1, w_lo, true);
+                    butterfly(x2, x3, w_lo, true);
+                } else {
+                    butterfly(x0, x1, w_lo, false);
+                    butterfly(x2, x3, w_lo, false);
+                    butterfly(x0, x2, w_hi0, false);
+                    butterfly(x1, x3, w_hi1, false);
+                }
+                tile[f0] = x0;
+                tile[f0 + h] = x1;
+                tile[f0 + 2 * h] = x2;
+                tile[f0 + 3 * h] = x3;
+            }
+        } else {
+            for (u32 q = threadIdx.x; q < elems / 2; q += blockDim.x) {
+                const u32 lo_off = q & lo_mask;
+                const u32 p = q >> lo_log;
+                const u32 j0 = ((p >> u) << (u + 1)) | (p & low);
+                const u32 f0 = (j0 << lo_log) | lo_off;
+                const u32 f1 = f0 + (1u << (u + lo_log));
+                const u64 e = lo_base + lo_off + ((u64)(j0 & low) << s);
+                Fr x = tile[f0], y = tile[f1];
+                butterfly(x, y, twiddle(tw, e, s + u, inv), is_dif);
+                tile[f0] = x;
+                tile[f1] = y;
             }
         }
         __syncthreads();
+        done += two ? 2 : 1;
     }
 
     for (u32 f = threadIdx.x; f < elems; f += blockDim.x) {
@@ -101,7 +151,46 @@ extern "C" __global__ void __launch_bounds__(512) ntt_pass(u32* data, u32 s, u32
     }
 }
 
-// In-place bit-reversal permutation of 2^L elements.
+extern "C" __global__ void __launch_bounds__(256) ntt_pass(u32* data, u32 s, u32 k,
+                                                          u32 lo_log, const u32* tw, u32 dif,
+                                                          u32 inverse, u32 pair_stages) {
+    __shared__ Fr tile[NTT_TILE];
+    ntt_pass_body(tile, data, s, k, lo_log, tw, dif, inverse, pair_stages);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 3) ntt_pass_occ3(u32* data, u32 s, u32 k,
+                                                                u32 lo_log, const u32* tw,
+                                                                u32 dif, u32 inverse,
+                                                                u32 pair_stages) {
+    __shared__ Fr tile[NTT_TILE];
+    ntt_pass_body(tile, data, s, k, lo_log, tw, dif, inverse, pair_stages);
+}
+
+// Bit-reversal permutation of 2^L elements, L ≥ 8, in place and coalesced. With the index
+// split as (a: top 4 bits, m: middle L − 8 bits, b: low 4 bits), element (a, m, b) moves to
+// (rev b, rev m, rev a). Block m loads the 16 × 16 elements with middle bits m and, unless m
+// is its own reverse, the 16 × 16 with middle bits rev m (runs of 16 consecutive elements),
+// then writes each set transposed into the other's place. Blocks with rev m < m have nothing
+// to do: their pair was handled by block rev m.
+extern "C" __global__ void __launch_bounds__(256) bit_reverse_tiles(u32* data, u32 log_n) {
+    __shared__ Fr ta[256];
+    __shared__ Fr tb[256];
+    const u32 mid = log_n - 8;
+    const u32 m = blockIdx.x;
+    const u32 rm = bit_reverse(m, mid);
+    if (rm < m) return;
+    const u32 a = threadIdx.x >> 4, b = threadIdx.x & 15;
+    const u64 row = (u64)a << (mid + 4);
+    ta[threadIdx.x] = load_fr(data, row | ((u64)m << 4) | b);
+    if (rm != m) tb[threadIdx.x] = load_fr(data, row | ((u64)rm << 4) | b);
+    __syncthreads();
+    // This thread writes position (a, ·, b): it receives element (rev b, ·, rev a).
+    const u32 from = bit_reverse(b, 4) * 16 + bit_reverse(a, 4);
+    store_fr(data, row | ((u64)rm << 4) | b, ta[from]);
+    if (rm != m) store_fr(data, row | ((u64)m << 4) | b, tb[from]);
+}
+
+// In-place bit-reversal permutation of 2^L elements, for L < 8 (one thread per swap).
 extern "C" __global__ void bit_reverse_permute(u32* data, u32 log_n) {
     u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >> log_n) return;

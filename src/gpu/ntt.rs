@@ -42,17 +42,50 @@ fn power_tables(x: Fr, c: Fr, count: u64) -> (Vec<Fr>, Vec<Fr>) {
     (hi, lo)
 }
 
+/// Launch choices of the NTT kernels, fixed for the process. The defaults are the fastest
+/// measured on an H200 (ops/bench/); the environment overrides exist for tuning runs:
+/// `C2Q_NTT_RUN` (log2 of the run of consecutive elements a tile loads, 0..=3),
+/// `C2Q_NTT_RADIX=2` (one stage per step instead of two), `C2Q_NTT_OCC3=1` (the
+/// register-capped pass kernel), `C2Q_NTT_BITREV=simple` (the pairwise-swap permutation).
+#[derive(Clone, Copy, Debug)]
+struct Tuning {
+    run_log: u32,
+    pair_stages: bool,
+    occ3: bool,
+    tiled_bitrev: bool,
+}
+
+impl Tuning {
+    fn get() -> Tuning {
+        static T: std::sync::OnceLock<Tuning> = std::sync::OnceLock::new();
+        *T.get_or_init(|| {
+            let var = |k: &str| std::env::var(k).ok();
+            Tuning {
+                run_log: var("C2Q_NTT_RUN")
+                    .and_then(|v| v.parse::<u32>().ok())
+                    .map_or(DEFAULT_RUN_LOG, |v| v.min(3)),
+                pair_stages: var("C2Q_NTT_RADIX").as_deref() != Some("2"),
+                occ3: var("C2Q_NTT_OCC3").is_some(),
+                tiled_bitrev: var("C2Q_NTT_BITREV").as_deref() != Some("simple"),
+            }
+        })
+    }
+}
+
+/// Runs of 2^3 consecutive elements (256 bytes) per tile row by default.
+const DEFAULT_RUN_LOG: u32 = 3;
+
 /// The passes of a transform of 2^log_n elements: (first stage, stages, log2 of the run of
 /// low-index values a tile holds). Tiles hold 2^10 elements.
-fn passes(log_n: u32) -> Vec<(u32, u32, u32)> {
+fn passes(log_n: u32, run_log: u32) -> Vec<(u32, u32, u32)> {
     let mut out = Vec::new();
     let mut s = 0;
     while s < log_n {
-        // Runs of 8 consecutive low-index values (256 bytes) keep loads coalesced and leave
-        // room for 7 stages per pass; the short last pass takes as many low bits as fit
-        // instead, so that it still fills 1024-element tiles and 512-thread blocks (with
-        // runs of 8 it got 32-thread blocks and ran longer than a 7-stage pass).
-        let k = (log_n - s).min(10 - s.min(3));
+        // Runs of 2^run_log consecutive low-index values keep loads coalesced and leave room
+        // for 10 − run_log stages per pass; the short last pass takes as many low bits as fit
+        // instead, so that it still fills 1024-element tiles (a tile of a few elements per
+        // block ran longer than a full pass).
+        let k = (log_n - s).min(10 - s.min(run_log));
         let lo = s.min(10 - k);
         out.push((s, k, lo));
         s += k;
@@ -137,15 +170,22 @@ impl Ntt {
             .as_ref()
             .map(|(_, b)| b.ptr())
             .unwrap_or_default();
-        let mut list = passes(log_n);
+        let tuning = Tuning::get();
+        let kernel = if tuning.occ3 {
+            "ntt_pass_occ3"
+        } else {
+            "ntt_pass"
+        };
+        let mut list = passes(log_n, tuning.run_log);
         if dif {
             list.reverse();
         }
         for (s, k, lo) in list {
             let grid = 1u32 << (log_n - k - lo);
-            let block = (1u32 << (k + lo - 1)).min(512);
+            // One thread per four elements (a radix-4 step), at least a warp.
+            let block = (1u32 << (k + lo)).div_ceil(4).clamp(32, 256);
             gpu.launch(
-                "ntt_pass",
+                kernel,
                 grid,
                 block,
                 &[
@@ -156,6 +196,7 @@ impl Ntt {
                     &tw,
                     &(dif as u32),
                     &(inverse as u32),
+                    &(tuning.pair_stages as u32),
                 ],
             )?;
         }
@@ -163,6 +204,15 @@ impl Ntt {
     }
 
     fn bit_reverse(&self, gpu: &Gpu, data: &DevBuf<u32>, log_n: u32) -> Result<()> {
+        if log_n >= 8 && Tuning::get().tiled_bitrev {
+            // One block per value of the middle index bits (kernels/ntt.cu).
+            return gpu.launch(
+                "bit_reverse_tiles",
+                1u32 << (log_n - 8),
+                256,
+                &[&data.ptr(), &log_n],
+            );
+        }
         let n = 1u64 << log_n;
         gpu.launch(
             "bit_reverse_permute",
@@ -326,8 +376,8 @@ mod tests {
 
     #[test]
     fn passes_cover_every_stage() {
-        for log_n in 1..=28 {
-            let p = passes(log_n);
+        for (log_n, run) in (1..=28).flat_map(|l| (0..=3).map(move |r| (l, r))) {
+            let p = passes(log_n, run);
             let mut next = 0;
             for (s, k, lo) in p {
                 assert_eq!(s, next);
@@ -420,21 +470,31 @@ mod tests {
             let mut want = values.clone();
             cpu_ntt::ntt(&mut want, omega(log_n));
 
-            // Forward as the GPU does it: DIF passes (last stage first), then bit reversal.
-            let mut got = values.clone();
-            for plan in passes(log_n).into_iter().rev() {
-                model_pass(&mut got, &tw, plan, true);
-            }
-            bitrev(&mut got, log_n);
-            assert!(got == want, "DIF plan of 2^{log_n}: {:?}", passes(log_n));
+            for run in 0..=3 {
+                // Forward as the GPU does it: DIF passes (last stage first), then bit reversal.
+                let mut got = values.clone();
+                for plan in passes(log_n, run).into_iter().rev() {
+                    model_pass(&mut got, &tw, plan, true);
+                }
+                bitrev(&mut got, log_n);
+                assert!(
+                    got == want,
+                    "DIF plan of 2^{log_n}, run {run}: {:?}",
+                    passes(log_n, run)
+                );
 
-            // DIT: bit-reversed input to natural output.
-            let mut got = values.clone();
-            bitrev(&mut got, log_n);
-            for plan in passes(log_n) {
-                model_pass(&mut got, &tw, plan, false);
+                // DIT: bit-reversed input to natural output.
+                let mut got = values.clone();
+                bitrev(&mut got, log_n);
+                for plan in passes(log_n, run) {
+                    model_pass(&mut got, &tw, plan, false);
+                }
+                assert!(
+                    got == want,
+                    "DIT plan of 2^{log_n}, run {run}: {:?}",
+                    passes(log_n, run)
+                );
             }
-            assert!(got == want, "DIT plan of 2^{log_n}: {:?}", passes(log_n));
         }
     }
 

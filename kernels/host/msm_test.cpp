@@ -1,0 +1,170 @@
+// Runs the affine pairing rounds of kernels/msm.cu (with the batch inversion) and the XYZZ
+// accumulation on the CPU (emulate.h), and compares every bucket sum with a plain sequential
+// sum. The buckets cover the cases the rounds must get right: empty, single, odd and even
+// counts, one large bucket, points at infinity, a point added to itself (doubling) and to its
+// negation (infinity). Built and run by .ci/check-kernels.
+#include "emulate.h"
+#include "../msm.cu"
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+typedef std::vector<u32> Buf;
+
+static Fp fp_pow(Fp b, const u32* e) {
+    Fp r = fe_one<FpTag>();
+    for (int i = 11; i >= 0; i--)
+        for (int bit = 31; bit >= 0; bit--) {
+            r = fe_sqr<FpTag>(r);
+            if ((e[i] >> bit) & 1) r = fe_mul<FpTag>(r, b);
+        }
+    return r;
+}
+
+// A random point of y² = x³ + 4 (square roots by a^((p+1)/4), p ≡ 3 mod 4).
+static Affine random_point(std::mt19937_64& rng) {
+    u32 e[12];
+    unsigned long long carry = 1;
+    for (int i = 0; i < 12; i++) {
+        carry += FP_MOD[i];
+        e[i] = (u32)carry;
+        carry >>= 32;
+    }
+    for (int i = 0; i < 12; i++) e[i] = (e[i] >> 2) | (i < 11 ? e[i + 1] << 30 : 0);
+    Fp four = fe_one<FpTag>();
+    four = fe_add<FpTag>(four, four);
+    four = fe_add<FpTag>(four, four);
+    for (;;) {
+        Fp x;
+        for (int i = 0; i < 12; i++) x.v[i] = (u32)rng();
+        x.v[11] &= 0x0fffffff;  // below p
+        Fp rhs = fe_add<FpTag>(fe_mul<FpTag>(fe_sqr<FpTag>(x), x), four);
+        Fp y = fp_pow(rhs, e);
+        if (fe_eq<FpTag>(fe_sqr<FpTag>(y), rhs)) return {x, y};
+    }
+}
+
+static bool same_point(const Xyzz& a, const Xyzz& b) {
+    if (xyzz_is_inf(a) || xyzz_is_inf(b)) return xyzz_is_inf(a) && xyzz_is_inf(b);
+    return fe_eq<FpTag>(fe_mul<FpTag>(a.x, b.zz), fe_mul<FpTag>(b.x, a.zz)) &&
+           fe_eq<FpTag>(fe_mul<FpTag>(a.y, b.zzz), fe_mul<FpTag>(b.y, a.zzz));
+}
+
+static void host_scan(const Buf& counts, Buf& offsets) {
+    offsets.assign(counts.size(), 0);
+    u32 run = 0;
+    for (size_t i = 0; i < counts.size(); i++) {
+        offsets[i] = run;
+        run += counts[i];
+    }
+}
+
+static unsigned grid_for(size_t threads, unsigned block) { return (unsigned)((threads + block - 1) / block); }
+
+// The host side of src/gpu/msm.rs's BatchInverse, with a short run so that several levels occur.
+static void batch_inverse(u32* vals, u32 n, u32 per) {
+    if (n <= 1) {
+        emu_launch(1, 1, [&] { fp_invert_one(vals); });
+        return;
+    }
+    u32 runs = (n + per - 1) / per;
+    Buf pre((size_t)n * 12), totals((size_t)runs * 12);
+    emu_launch(grid_for(runs, 32), 32, [&] { fp_batch_prefix(vals, n, per, pre.data(), totals.data()); });
+    batch_inverse(totals.data(), runs, per);
+    emu_launch(grid_for(runs, 32), 32, [&] { fp_batch_unwind(vals, n, per, pre.data(), totals.data()); });
+}
+
+int main() {
+    std::mt19937_64 rng(3);
+    const u32 npoints = 300;
+    std::vector<Affine> pts;
+    for (u32 i = 0; i < npoints; i++) pts.push_back(random_point(rng));
+    pts[7].x = fe_zero<FpTag>();  // points at infinity, as parameters may hold them
+    pts[7].y = fe_zero<FpTag>();
+    pts[8] = pts[7];
+    Buf points(npoints * 24);
+    for (u32 i = 0; i < npoints; i++)
+        for (int l = 0; l < 12; l++) {
+            points[i * 24 + l] = pts[i].x.v[l];
+            points[i * 24 + 12 + l] = pts[i].y.v[l];
+        }
+
+    // Bucket contents: entries (point index | sign << 31).
+    const u32 nb = 41;
+    std::vector<std::vector<u32>> content(nb);
+    for (u32 b = 0; b < nb; b++) {
+        u32 k = b % 7 == 0 ? 0 : (u32)(rng() % 12);  // empty and small buckets
+        if (b == 5) k = 1;
+        if (b == 20) k = 700;  // one large bucket
+        for (u32 i = 0; i < k; i++) content[b].push_back((u32)(rng() % npoints) | ((u32)(rng() & 1) << 31));
+    }
+    content[3] = {11, 11};                       // P + P
+    content[4] = {12, 12u | (1u << 31), 13};     // P − P + Q
+    content[6] = {7, 8, 14};                     // ∞ + ∞ + P
+    content[9] = {7};                            // ∞ alone
+    content[10] = {15, 15, 15, 15, 15, 16};      // repeated doublings
+
+    Buf sorted, counts(nb + 1, 0), offsets;
+    for (u32 b = 0; b < nb; b++) {
+        counts[b] = (u32)content[b].size();
+        sorted.insert(sorted.end(), content[b].begin(), content[b].end());
+    }
+    host_scan(counts, offsets);
+
+    std::vector<Xyzz> want(nb, xyzz_inf());
+    for (u32 b = 0; b < nb; b++)
+        for (u32 e : content[b])
+            want[b] = xyzz_add_affine_any(want[b], pts[e & 0x7fffffffu], (e >> 31) != 0);
+
+    int checks = 0;
+    for (u32 rounds = 0; rounds <= 5; rounds++) {
+        const u32 per = 3;  // slots per thread: runs that straddle buckets
+        Buf cur_points = points, in_off = offsets, out;
+        const u32* cur_sorted = sorted.data();
+        for (u32 r = 0; r < rounds; r++) {
+            Buf half(nb + 1, 0), out_off;
+            emu_launch(grid_for(nb, 32), 32, [&] { msm_halve_counts(in_off.data(), nb, half.data()); });
+            host_scan(half, out_off);
+            // Sized for the bound src/gpu/msm.rs uses, so that spare threads occur.
+            u32 cap = (in_off[nb] + std::min(nb, in_off[nb]) + 1) / 2;
+            u32 threads = (cap + per - 1) / per;
+            threads = (threads + 31) / 32 * 32;  // whole blocks, as src/gpu/msm.rs launches
+            Buf pre((size_t)cap * 12 + 12), totals((size_t)threads * 12);
+            out.assign((size_t)cap * 24 + 24, 0);
+            emu_launch(grid_for(threads, 32), 32, [&] {
+                msm_pair_prefix(cur_points.data(), cur_sorted, in_off.data(), out_off.data(), nb, per,
+                                pre.data(), totals.data());
+            });
+            batch_inverse(totals.data(), threads, 4);
+            emu_launch(grid_for(threads, 32), 32, [&] {
+                msm_pair_finish(cur_points.data(), cur_sorted, in_off.data(), out_off.data(), nb, per,
+                                pre.data(), totals.data(), out.data());
+            });
+            cur_points = out;
+            cur_sorted = nullptr;
+            in_off = out_off;
+        }
+        const u32 chunk = 4;
+        u32 total = in_off[nb];
+        u32 chunks = (total + chunk - 1) / chunk;
+        Buf buckets((size_t)nb * 48), cont((size_t)(chunks + 1) * 48);
+        emu_launch(grid_for(chunks, 32), 32, [&] {
+            msm_accumulate(cur_sorted, in_off.data(), nb, chunk, cur_points.data(), buckets.data(),
+                           cont.data());
+        });
+        emu_launch(grid_for(nb, 32), 32, [&] {
+            msm_bucket_fix(buckets.data(), cont.data(), in_off.data(), nb, chunk);
+        });
+        for (u32 b = 0; b < nb; b++) {
+            checks++;
+            if (!same_point(load_xyzz(buckets.data(), b), want[b])) {
+                printf("FAIL bucket %u (%zu points) after %u pairing rounds\n", b, content[b].size(), rounds);
+                return 1;
+            }
+        }
+    }
+    printf("msm pairing rounds on the CPU: %d checks passed\n", checks);
+    return 0;
+}
