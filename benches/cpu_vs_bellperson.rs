@@ -8,7 +8,6 @@ use std::path::Path;
 use std::time::Instant;
 
 use c2q::groth16::{setup::Quiet, CpuBackend};
-use c2q::job::proof_bytes;
 use c2q::porep::{self, testdata, PorepJob};
 use filecoin_proofs_api::RegisteredSealProof;
 
@@ -31,8 +30,12 @@ fn main() -> anyhow::Result<()> {
     let c2q_run = || -> anyhow::Result<f64> {
         let started = Instant::now();
         let job = PorepJob::from_c1_bytes(&c1_json, MINER, SECTOR)?;
-        let (proofs, _) = c2q::prove::prove_job(&job, &CpuBackend).map_err(|e| e.source)?;
-        anyhow::ensure!(proof_bytes(&proofs)?.len() == 192);
+        let (proof, _) = c2q::prove::prove_job(
+            std::sync::Arc::new(job),
+            vec![std::sync::Arc::new(CpuBackend)],
+        )
+        .map_err(|e| e.source)?;
+        anyhow::ensure!(proof.len() == 192);
         Ok(started.elapsed().as_secs_f64())
     };
     let bellperson_run = || -> anyhow::Result<f64> {

@@ -134,8 +134,8 @@ impl Default for TelemetryConfig {
 pub struct PipelineConfig {
     /// `auto` (CUDA when a usable GPU is present, else CPU), `cpu` or `cuda`.
     pub backend: String,
-    /// Which GPU, for the `cuda` backend.
-    pub device: usize,
+    /// Which GPUs the CUDA backend proves on; each gets its own proving-start thread.
+    pub devices: Vec<usize>,
     /// Threads running the G2 finalizer, so it keeps up with the backend.
     pub finalizer_threads: usize,
     /// Test-only fault injection: `kill-after-publish` sends SIGKILL to the worker itself
@@ -147,7 +147,7 @@ impl Default for PipelineConfig {
     fn default() -> Self {
         PipelineConfig {
             backend: "auto".into(),
-            device: 0,
+            devices: vec![0],
             finalizer_threads: 1,
             fault: None,
         }

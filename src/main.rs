@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
 use c2q::groth16::setup::Progress;
-use c2q::job::{proof_bytes, ProofJob};
+use c2q::job::ProofJob;
 use c2q::porep::{self, PorepJob};
 use c2q::prove::{prove_job, Stage};
 
@@ -105,9 +105,10 @@ struct ProveArgs {
     /// Proving-start backend: auto (CUDA when a usable GPU is present), cpu, or cuda.
     #[arg(long, value_enum, default_value_t = c2q::gpu::BackendChoice::Auto)]
     backend: c2q::gpu::BackendChoice,
-    /// Which GPU, for the cuda backend.
-    #[arg(long, default_value_t = 0)]
-    device: usize,
+    /// Which GPUs the cuda backend proves on, e.g. `--device 0,1`: each proves partitions of
+    /// its own.
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    device: Vec<usize>,
 }
 
 #[derive(Subcommand)]
@@ -191,11 +192,13 @@ fn prove(args: ProveArgs) -> ExitCode {
         Ok(job) => job,
         Err(e) => return fail(EXIT_BAD_INPUT, &e),
     };
-    let backend = match c2q::gpu::select_backend(args.backend, args.device) {
+    let job = std::sync::Arc::new(job);
+    let backends = match c2q::gpu::select_backends(args.backend, &args.device) {
         Ok(b) => b,
         Err(e) => return fail(EXIT_FAILED, &e),
     };
-    let (proofs, timings) = match prove_job(&job, &*backend) {
+    let backend_names: Vec<String> = backends.iter().map(|b| b.name()).collect();
+    let (proof, timings) = match prove_job(job.clone(), backends) {
         Ok(done) => done,
         Err(e) => {
             let code = match e.stage {
@@ -210,10 +213,9 @@ fn prove(args: ProveArgs) -> ExitCode {
         .out
         .clone()
         .unwrap_or_else(|| with_suffix(&args.file, "proof"));
-    let written = proof_bytes(&proofs).and_then(|bytes| {
-        std::fs::write(&out, &bytes).with_context(|| format!("cannot write {}", out.display()))?;
-        Ok(bytes.len())
-    });
+    let written = std::fs::write(&out, &proof)
+        .with_context(|| format!("cannot write {}", out.display()))
+        .map(|()| proof.len());
     let bytes = match written {
         Ok(n) => n,
         Err(e) => return fail(EXIT_FAILED, &e),
@@ -227,7 +229,7 @@ fn prove(args: ProveArgs) -> ExitCode {
             "proof_bytes": bytes,
             "out": out,
             "verified": true,
-            "backend": backend.name(),
+            "backend": backend_names.join(", "),
             "timings": timings,
         });
         println!("{report}");

@@ -1,16 +1,18 @@
-//! Proving one job in this process, partition after partition: what `c2q prove` runs.
-//! (The worker's pipeline overlaps the same stages across partitions and jobs.)
+//! Proving one job in this process: what `c2q prove` runs. The job goes through the same
+//! pipeline as the worker's (`pipeline`): synthesis of the next partition overlaps proving
+//! start of the current one, and with several GPUs each proves partitions of its own.
 
 use std::io::IsTerminal;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Instant;
 
-use anyhow::Result;
-use blstrs::Scalar as Fr;
-use ff::Field;
+use anyhow::{anyhow, Result};
 use serde::Serialize;
+use tokio::sync::oneshot;
 
-use crate::groth16::{self, Backend, Proof};
+use crate::groth16::Backend;
 use crate::job::ProofJob;
+use crate::pipeline::{self, Pipeline, Submission};
 
 /// Seconds spent in each stage, summed over partitions.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -44,79 +46,78 @@ fn at(stage: Stage) -> impl FnOnce(anyhow::Error) -> StageError {
     move |source| StageError { stage, source }
 }
 
-/// Progress lines on stderr, when stderr is a terminal.
-struct Reporter {
-    on: bool,
-}
-
-impl Reporter {
-    fn line(&self, msg: &str) {
-        if self.on {
-            eprintln!("{msg}");
-        }
-    }
-}
-
-fn secs(d: Duration) -> f64 {
-    d.as_secs_f64()
-}
-
-/// Prove every partition of `job`, verify the whole proof, and return it with timings.
-pub fn prove_job(
-    job: &dyn ProofJob,
-    backend: &dyn Backend,
-) -> Result<(Vec<Proof>, StageTimings), StageError> {
-    let report = Reporter {
-        on: std::io::stderr().is_terminal(),
+/// Stage seconds from the pipeline's per-partition timestamps (milliseconds since the job
+/// was taken): each stage summed over partitions; parameters are what came before the first
+/// synthesis.
+fn stage_timings(proved: &pipeline::Proved, total_s: f64) -> StageTimings {
+    let ms = |f: &dyn Fn(&crate::schema::PartitionTiming) -> u64| -> f64 {
+        proved.timings.iter().map(f).sum::<u64>() as f64 / 1e3
     };
-    let total = Instant::now();
-    let mut t = StageTimings::default();
-    let n = job.partitions();
-
-    report.line("loading parameters …");
-    let started = Instant::now();
-    let srs = job.srs().map_err(at(Stage::Params))?;
-    t.params_s = secs(started.elapsed());
-    report.line(&format!("  parameters ready in {:.1} s", t.params_s));
-
-    let mut rng = rand::rngs::OsRng;
-    let mut proofs = Vec::with_capacity(n);
-    for k in 0..n {
-        report.line(&format!("partition {}/{n}: synthesis …", k + 1));
-        let started = Instant::now();
-        let assignment = job.synthesize(k).map_err(at(Stage::Synthesis))?;
-        t.synthesis_s += secs(started.elapsed());
-
-        report.line(&format!(
-            "partition {}/{n}: proving ({}) …",
-            k + 1,
-            backend.name()
-        ));
-        let groth16::Assignment { witness, evals } = assignment;
-        groth16::prover::check_shape(&srs, &evals, &witness).map_err(at(Stage::Params))?;
-        let started = Instant::now();
-        let sums = backend
-            .start(&srs, evals, &witness)
-            .map_err(at(Stage::Proving))?;
-        t.start_s += secs(started.elapsed());
-        let started = Instant::now();
-        let proof = groth16::finish(
-            &srs,
-            &sums,
-            &witness,
-            Fr::random(&mut rng),
-            Fr::random(&mut rng),
-        )
-        .map_err(at(Stage::Proving))?;
-        t.finish_s += secs(started.elapsed());
-        proofs.push(proof);
+    StageTimings {
+        params_s: proved
+            .timings
+            .iter()
+            .map(|t| t.synth_start_ms)
+            .min()
+            .unwrap_or(0) as f64
+            / 1e3,
+        synthesis_s: ms(&|t| t.synth_end_ms.saturating_sub(t.synth_start_ms)),
+        start_s: ms(&|t| t.start_end_ms.saturating_sub(t.start_start_ms)),
+        finish_s: ms(&|t| t.finish_end_ms.saturating_sub(t.finish_start_ms)),
+        verify_s: proved.verify_ms as f64 / 1e3,
+        total_s,
     }
+}
 
-    report.line("verifying …");
-    let started = Instant::now();
-    job.verify(&proofs).map_err(at(Stage::Verification))?;
-    t.verify_s = secs(started.elapsed());
-    t.total_s = secs(total.elapsed());
-    report.line(&format!("done in {:.1} s", t.total_s));
-    Ok((proofs, t))
+/// Prove every partition of `job` on `backends` (one proving-start thread each), verify the
+/// whole proof, and return its bytes (192 per partition) with stage timings.
+pub fn prove_job(
+    job: Arc<dyn ProofJob>,
+    backends: Vec<Arc<dyn Backend>>,
+) -> Result<(Vec<u8>, StageTimings), StageError> {
+    let total = Instant::now();
+    let n = job.partitions();
+    let on_terminal = std::io::stderr().is_terminal();
+    if on_terminal {
+        let names: Vec<String> = backends.iter().map(|b| b.name()).collect();
+        eprintln!(
+            "loading parameters, then proving {n} partition(s) on {} …",
+            names.join(", ")
+        );
+    }
+    // One G2 finalizer per proving-start thread keeps the finalizers off the critical path.
+    let finalizers = backends.len();
+    let pipeline = Pipeline::start(backends, finalizers).map_err(at(Stage::Proving))?;
+    let (done, answer) = oneshot::channel();
+    let progress: pipeline::Progress = Box::new(move |remaining| {
+        if on_terminal {
+            eprintln!("  partition {}/{n} proved", n - remaining);
+        }
+    });
+    pipeline
+        .submit(Submission {
+            id: "prove".into(),
+            job,
+            progress,
+            done,
+        })
+        .map_err(at(Stage::Proving))?;
+    let result = answer
+        .blocking_recv()
+        .map_err(|_| at(Stage::Proving)(anyhow!("the proving pipeline stopped without an answer")));
+    pipeline.shutdown();
+    let proved = result?.map_err(|e| StageError {
+        stage: match e.stage {
+            pipeline::Stage::Srs => Stage::Params,
+            pipeline::Stage::Synthesis => Stage::Synthesis,
+            pipeline::Stage::Start | pipeline::Stage::Finish => Stage::Proving,
+            pipeline::Stage::Verify => Stage::Verification,
+        },
+        source: e.error,
+    })?;
+    let timings = stage_timings(&proved, total.elapsed().as_secs_f64());
+    if on_terminal {
+        eprintln!("done in {:.1} s", timings.total_s);
+    }
+    Ok((proved.proof, timings))
 }

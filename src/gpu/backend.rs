@@ -5,7 +5,7 @@
 //! parameter point sets kept resident on the GPU between proofs (keyed by `Srs::id`), or, when
 //! they do not fit, streamed from host memory piece by piece.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, bail, Context, Result};
 use blstrs::{G1Affine, G1Projective, Scalar as Fr};
@@ -28,40 +28,49 @@ pub enum BackendChoice {
     Cuda,
 }
 
-/// The backend for `choice` on GPU `device`. `auto` falls back to the CPU (and says why in the
-/// log) when no GPU can be used; `cuda` without a usable GPU is an error.
-pub fn select_backend(choice: BackendChoice, device: usize) -> Result<Box<dyn Backend>> {
+/// The proving-start backends for `choice`: one per listed GPU for CUDA, one CPU backend
+/// otherwise. `auto` falls back to the CPU (and says why in the log) when no GPU can be used;
+/// `cuda` without a usable GPU is an error, and so is any listed GPU that cannot be opened.
+pub fn select_backends(choice: BackendChoice, devices: &[usize]) -> Result<Vec<Arc<dyn Backend>>> {
+    let open_all = |why: &str| -> Result<Vec<Arc<dyn Backend>>> {
+        if devices.is_empty() {
+            bail!("no GPU listed (give at least one device number)");
+        }
+        let mut seen = std::collections::HashSet::new();
+        let mut out: Vec<Arc<dyn Backend>> = Vec::new();
+        for &d in devices {
+            if !seen.insert(d) {
+                bail!("GPU {d} is listed twice");
+            }
+            let b = CudaBackend::new(d).with_context(|| format!("GPU {d}: {why}"))?;
+            tracing::info!(gpu = %b.gpu.info, "backend: cuda");
+            out.push(Arc::new(b));
+        }
+        Ok(out)
+    };
     match choice {
         BackendChoice::Cpu => {
             tracing::info!("backend: cpu (asked for)");
-            Ok(Box::new(CpuBackend))
+            Ok(vec![Arc::new(CpuBackend)])
         }
-        BackendChoice::Cuda => {
-            let b = CudaBackend::new(device).context(
-                "--backend cuda was asked for, but no usable CUDA GPU was found (use --backend cpu or auto)",
-            )?;
-            tracing::info!(gpu = %b.gpu.info, "backend: cuda (asked for)");
-            Ok(Box::new(b))
-        }
+        BackendChoice::Cuda => open_all(
+            "--backend cuda was asked for, but this GPU is not usable (use --backend cpu or auto)",
+        ),
         BackendChoice::Auto => {
-            let devices = match list_devices() {
+            let found = match list_devices() {
                 Ok(d) => d,
                 Err(e) => {
                     tracing::warn!(error = %format!("{e:#}"), "backend: cpu (the CUDA driver is present but failed)");
-                    return Ok(Box::new(CpuBackend));
+                    return Ok(vec![Arc::new(CpuBackend)]);
                 }
             };
-            if devices.is_empty() {
+            if found.is_empty() {
                 tracing::info!("backend: cpu (no CUDA GPU found)");
-                return Ok(Box::new(CpuBackend));
+                return Ok(vec![Arc::new(CpuBackend)]);
             }
             // A GPU that is there but fails is reported, not quietly replaced by the CPU:
             // `--backend cpu` is how an operator says the CPU is acceptable.
-            let b = CudaBackend::new(device).context(
-                "a CUDA GPU is present but unusable (use --backend cpu to prove on the CPU)",
-            )?;
-            tracing::info!(gpu = %b.gpu.info, "backend: cuda (GPU found)");
-            Ok(Box::new(b))
+            open_all("a CUDA GPU is present but unusable (use --backend cpu to prove on the CPU)")
         }
     }
 }

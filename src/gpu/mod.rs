@@ -3,7 +3,7 @@
 //!
 //! Only `backend` knows the Groth16 types; the launchers (`ntt`, `msm`) take device buffers of
 //! plain limbs. Everything is loaded at run time: on a machine without a GPU, `list_devices`
-//! is empty and `select_backend(Auto)` gives the CPU backend.
+//! is empty and `select_backends(Auto, ..)` gives the CPU backend.
 
 pub mod backend;
 pub mod cli;
@@ -12,5 +12,5 @@ pub mod limbs;
 pub mod msm;
 pub mod ntt;
 
-pub use backend::{select_backend, BackendChoice, CudaBackend};
+pub use backend::{select_backends, BackendChoice, CudaBackend};
 pub use device::{list_devices, DeviceInfo, Gpu, OutOfDeviceMemory};

@@ -2,7 +2,8 @@
 //! assembly and verification, each stage on its own OS threads, joined by bounded channels.
 //!
 //! While partition `p` is in proving start, `p + 1` is being synthesized and `p − 1` finalized,
-//! across partitions and across jobs. The bounded hand-offs are the back-pressure that keeps
+//! across partitions and across jobs. With several GPUs, each runs its own proving-start
+//! thread over the same queue of synthesized partitions. The bounded hand-offs are the back-pressure that keeps
 //! at most a few partitions' evaluations alive (see `gate::estimate::IN_FLIGHT`). None of this
 //! runs on the async runtime: the broker's heartbeats, confirms and acks never wait for a proof.
 
@@ -68,13 +69,18 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    /// Start the stage threads. `finalizers` G2 finalizer threads keep up with the backend.
-    pub fn start(backend: Arc<dyn Backend>, finalizers: usize) -> Result<Pipeline> {
+    /// Start the stage threads: one proving-start thread per backend (per GPU), all taking
+    /// partitions from the same queue, and `finalizers` G2 finalizer threads to keep up.
+    pub fn start(backends: Vec<Arc<dyn Backend>>, finalizers: usize) -> Result<Pipeline> {
+        anyhow::ensure!(
+            !backends.is_empty(),
+            "the pipeline needs at least one backend"
+        );
         // One job waits while one is being synthesized: the next job's synthesis starts as soon
         // as the last partition of the previous one is handed on.
         let (submit, jobs) = bounded::<Submission>(1);
-        // One synthesized partition waits for the backend; this is what bounds a/b/c memory.
-        let (to_start, start_rx) = bounded(1);
+        // One synthesized partition per backend waits for it; this is what bounds a/b/c memory.
+        let (to_start, start_rx) = bounded(backends.len());
         // Witnesses waiting for the finalizer are smaller; let the backend run ahead a little.
         let (to_finish, finish_rx) = bounded(2);
         let (to_assemble, assemble_rx) = unbounded();
@@ -93,13 +99,14 @@ impl Pipeline {
                 Box::new(move || stages::synthesis(jobs, to_start, to_assemble)),
             )?);
         }
-        {
-            let to_assemble = to_assemble.clone();
+        for (i, backend) in backends.into_iter().enumerate() {
+            let (rx, tx, to_assemble) = (start_rx.clone(), to_finish.clone(), to_assemble.clone());
             threads.push(spawn(
-                "c2q-start",
-                Box::new(move || stages::start(backend, start_rx, to_finish, to_assemble)),
+                &format!("c2q-start-{i}"),
+                Box::new(move || stages::start(backend, rx, tx, to_assemble)),
             )?);
         }
+        drop(to_finish);
         for i in 0..finalizers.max(1) {
             let rx = finish_rx.clone();
             let tx = to_assemble.clone();
@@ -145,5 +152,64 @@ impl Pipeline {
 impl Drop for Pipeline {
     fn drop(&mut self) {
         self.join();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::canary::CanaryJob;
+    use crate::groth16::{CpuBackend, Evaluations, G1Sums, Srs, Witness};
+
+    /// A CPU backend that counts the partitions it proved, standing in for one GPU.
+    struct Counted(AtomicUsize);
+
+    impl Backend for Counted {
+        fn name(&self) -> String {
+            "counted cpu".into()
+        }
+
+        fn start(&self, srs: &Srs, evals: Evaluations, witness: &Witness) -> Result<G1Sums> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            // Long enough that the other proving thread takes the next partition meanwhile.
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            CpuBackend.start(srs, evals, witness)
+        }
+    }
+
+    #[test]
+    fn every_backend_proves_partitions_of_one_job() {
+        let gpus: Vec<Arc<Counted>> = (0..2)
+            .map(|_| Arc::new(Counted(AtomicUsize::new(0))))
+            .collect();
+        let backends: Vec<Arc<dyn Backend>> =
+            gpus.iter().map(|g| g.clone() as Arc<dyn Backend>).collect();
+        let pipeline = Pipeline::start(backends, 2).expect("pipeline starts");
+        let partitions = 8;
+        let job = Arc::new(CanaryJob::new(partitions, 7).expect("canary job"));
+        let (done, answer) = oneshot::channel();
+        pipeline
+            .submit(Submission {
+                id: "two-backends".into(),
+                job: job.clone(),
+                progress: Box::new(|_| {}),
+                done,
+            })
+            .expect("submitted");
+        let proved = answer
+            .blocking_recv()
+            .expect("answered")
+            .expect("proved and verified");
+        pipeline.shutdown();
+        assert_eq!(proved.proof.len(), 192 * partitions);
+        assert_eq!(proved.timings.len(), partitions);
+        let counts: Vec<usize> = gpus.iter().map(|g| g.0.load(Ordering::SeqCst)).collect();
+        assert_eq!(counts.iter().sum::<usize>(), partitions, "{counts:?}");
+        assert!(
+            counts.iter().all(|&c| c > 0),
+            "a backend proved nothing: {counts:?}"
+        );
     }
 }

@@ -185,10 +185,11 @@ pub(super) fn start(
         timing.start_start_ms = ctx.ms();
         let Assignment { witness, evals } = assignment;
         let srs = ctx.srs.clone();
-        let started = guarded(Stage::Start, || {
-            check_shape(&srs, &evals, &witness)?;
+        // A circuit that does not match its parameters is a parameters problem, not the
+        // backend's.
+        let started = guarded(Stage::Srs, || check_shape(&srs, &evals, &witness)).and_then(|()| {
             // `evals` is consumed: a/b/c memory goes as soon as the backend is done with it.
-            backend.start(&srs, evals, &witness)
+            guarded(Stage::Start, || backend.start(&srs, evals, &witness))
         });
         match started {
             Ok(sums) => {

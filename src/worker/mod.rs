@@ -24,8 +24,7 @@ use tokio_util::task::TaskTracker;
 use crate::broker::Broker;
 use crate::config::Config;
 use crate::gate::{self, estimate, Gate, Reservation};
-use crate::gpu::{select_backend, BackendChoice};
-use crate::groth16::Backend;
+use crate::gpu::{select_backends, BackendChoice};
 use crate::ledger::Ledger;
 use crate::pipeline::Pipeline;
 use crate::telemetry::{self, http::Health, Metrics};
@@ -90,9 +89,11 @@ pub async fn run_async(cfg: Config) -> Result<()> {
     metrics.gate_budget_bytes.set(budget.jobs as i64);
     let choice = <BackendChoice as clap::ValueEnum>::from_str(&cfg.pipeline.backend, true)
         .map_err(|e| anyhow::anyhow!("pipeline.backend: {e} (auto, cpu or cuda)"))?;
-    let backend: Arc<dyn Backend> = Arc::from(select_backend(choice, cfg.pipeline.device)?);
-    let backend = fault::wrap_backend(cfg.pipeline.fault.as_deref(), backend);
-    let pipeline = Pipeline::start(backend, cfg.pipeline.finalizer_threads)?;
+    let backends = select_backends(choice, &cfg.pipeline.devices)?
+        .into_iter()
+        .map(|b| fault::wrap_backend(cfg.pipeline.fault.as_deref(), b))
+        .collect();
+    let pipeline = Pipeline::start(backends, cfg.pipeline.finalizer_threads)?;
     let ledger = Ledger::connect(&cfg.ledger).await?;
     health.ledger_up.store(true, Ordering::Relaxed);
 
