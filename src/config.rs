@@ -136,6 +136,10 @@ pub struct PipelineConfig {
     pub backend: String,
     /// Which GPUs the CUDA backend proves on; each gets its own proving-start thread.
     pub devices: Vec<usize>,
+    /// Partitions synthesized at once (synthesis of one partition is single-threaded, and on
+    /// a GPU it takes longer than proving start). Each holds a partition's evaluations and
+    /// witness (about 16 GiB for a 32 GiB sector), which the memory gate reserves.
+    pub synthesis_threads: usize,
     /// Threads running the G2 finalizer, so it keeps up with the backend.
     pub finalizer_threads: usize,
     /// Test-only fault injection: `kill-after-publish` sends SIGKILL to the worker itself
@@ -143,11 +147,24 @@ pub struct PipelineConfig {
     pub fault: Option<String>,
 }
 
+impl PipelineConfig {
+    pub fn synthesizers(&self) -> usize {
+        self.synthesis_threads.max(1)
+    }
+
+    /// Partitions of one job the pipeline keeps alive at once: those being synthesized, and
+    /// per GPU one waiting and one in proving start (what the memory gate reserves for).
+    pub fn partitions_in_flight(&self) -> u64 {
+        (self.synthesizers() + 2 * self.devices.len().max(1)) as u64
+    }
+}
+
 impl Default for PipelineConfig {
     fn default() -> Self {
         PipelineConfig {
             backend: "auto".into(),
             devices: vec![0],
+            synthesis_threads: 2,
             finalizer_threads: 1,
             fault: None,
         }

@@ -85,9 +85,13 @@ pub fn prove_job(
             names.join(", ")
         );
     }
-    // One G2 finalizer per proving-start thread keeps the finalizers off the critical path.
+    // Synthesis is single-threaded per partition and slower than a GPU's proving start: one
+    // synthesis thread more than there are backends keeps them fed without holding many
+    // partitions in memory. One G2 finalizer per backend keeps finalizing off the critical path.
+    let synthesizers = (backends.len() + 1).min(n.max(1));
     let finalizers = backends.len();
-    let pipeline = Pipeline::start(backends, finalizers).map_err(at(Stage::Proving))?;
+    let pipeline =
+        Pipeline::start(backends, synthesizers, finalizers).map_err(at(Stage::Proving))?;
     let (done, answer) = oneshot::channel();
     let progress: pipeline::Progress = Box::new(move |remaining| {
         if on_terminal {

@@ -21,19 +21,24 @@ step() { # name, command...: runs it, logs it, remembers its status and time
 gpus=$(nvidia-smi -L | wc -l)
 nvidia-smi -L >"$out/devices.txt"
 
+# A 13-partition non-interactive 2 KiB sector, proved on GPU 0, then on every GPU at once.
+prove_ni() {
+  local ni=StackedDrg2KiBV1_2_Feat_NonInteractivePoRep
+  step params-ni "$bin" params generate --if-missing --proof "$ni" --dir "$FIL_PROOFS_PARAMETER_CACHE"
+  step seal-ni "$bin" testdata c1 --proof "$ni" --miner 1000 --sector 7 --seed "$RANDOM" --out /tmp/ni.json
+  step prove-ni-gpu0 "$bin" prove /tmp/ni.json --miner 1000 --sector 7 --backend cuda --device 0 --json --out /tmp/ni0.proof
+  local all
+  all=$(seq -s, 0 $((gpus - 1)))
+  step "prove-ni-gpus-${all//,/-}" "$bin" prove /tmp/ni.json --miner 1000 --sector 7 --backend cuda --device "$all" --json --out /tmp/ni-all.proof
+}
+
 case $phase in
 check)
   for d in $(seq 0 $((gpus - 1))); do
     step "gpu-check-dev$d" "$bin" gpu-check --device "$d" --seed "$RANDOM$d"
   done
   step gpu-check-porep "$bin" gpu-check --porep --seed "$RANDOM"
-  # A 13-partition non-interactive sector: proved on GPU 0, then on every GPU at once.
-  ni=StackedDrg2KiBV1_2_Feat_NonInteractivePoRep
-  step params-ni "$bin" params generate --if-missing --proof "$ni" --dir "$FIL_PROOFS_PARAMETER_CACHE"
-  step seal-ni "$bin" testdata c1 --proof "$ni" --miner 1000 --sector 7 --seed "$RANDOM" --out /tmp/ni.json
-  step prove-ni-gpu0 "$bin" prove /tmp/ni.json --miner 1000 --sector 7 --backend cuda --device 0 --json --out /tmp/ni0.proof
-  all=$(seq -s, 0 $((gpus - 1)))
-  step "prove-ni-gpus-$all" "$bin" prove /tmp/ni.json --miner 1000 --sector 7 --backend cuda --device "$all" --json --out /tmp/ni-all.proof
+  prove_ni
   ;;
 time)
   v() { # label, env assignments...: one NTT or MSM timing at 2^27 under the given knobs
@@ -53,6 +58,7 @@ time)
   v msm-rounds2 C2Q_MSM_AFFINE_ROUNDS=2 C2Q_MSM_TRACE=1
   v msm-rounds3 C2Q_MSM_AFFINE_ROUNDS=3 C2Q_MSM_TRACE=1
   step bench-table "$bin" bench gpu --reps 5
+  prove_ni
   ;;
 *)
   echo "usage: $0 check|time BIN OUTDIR" >&2

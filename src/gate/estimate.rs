@@ -2,20 +2,15 @@
 //!
 //! A partition in flight holds its witness and its a/b/c evaluations (32 bytes per constraint
 //! each) until proving start consumes them; the finalizer then holds only the witness. The
-//! pipeline keeps at most `IN_FLIGHT` partitions of one job alive (one being synthesized, one
-//! waiting, one in proving start, with the finalizer's witnesses counted in the margin), so a
-//! job's reservation is the SRS (until it is resident) plus `IN_FLIGHT` partitions, shrinking
-//! once fewer partitions than that remain. The numbers are deliberately generous: an overshoot
+//! pipeline keeps a bounded number of partitions alive (`PipelineConfig::partitions_in_flight`:
+//! those being synthesized, one waiting per GPU, one in proving start per GPU, with the
+//! finalizer's witnesses counted in the margin), so a job's reservation is the SRS (until it is
+//! resident) plus that many partitions, shrinking once fewer than that remain. The numbers are deliberately generous: an overshoot
 //! costs throughput, an undershoot costs the machine.
-
-use crate::schema::JobKind;
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
 const GIB: u64 = 1024 * MIB;
-
-/// Partitions of one job alive at once in the pipeline.
-pub const IN_FLIGHT: u64 = 3;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Estimate {
@@ -24,12 +19,14 @@ pub struct Estimate {
     pub srs_bytes: u64,
     pub per_partition: u64,
     pub partitions: u64,
+    /// Partitions of one job the pipeline keeps alive at once.
+    pub in_flight: u64,
 }
 
 impl Estimate {
     /// Working memory with `remaining` partitions still to finish (SRS not included).
     pub fn work(&self, remaining: u64) -> u64 {
-        self.per_partition * remaining.min(IN_FLIGHT)
+        self.per_partition * remaining.min(self.in_flight)
     }
 
     /// SRS plus the working set of a fresh job.
@@ -54,8 +51,9 @@ pub fn sector_size_of(registered_proof: &str) -> Option<u64> {
     n.checked_mul(mul)
 }
 
-/// The estimate of a PoRep C2 job of this sector size and partition count.
-pub fn porep(sector_size: u64, partitions: u64) -> Estimate {
+/// The estimate of a PoRep C2 job of this sector size and partition count, in a pipeline that
+/// keeps `in_flight` partitions alive.
+pub fn porep(sector_size: u64, partitions: u64, in_flight: u64) -> Estimate {
     // (SRS resident bytes, per-partition working set), from the circuit sizes of
     // filecoin-proofs v19 parameters; unknown sizes get the next larger row.
     let (srs, per_partition) = match sector_size {
@@ -70,35 +68,18 @@ pub fn porep(sector_size: u64, partitions: u64) -> Estimate {
         srs_bytes: srs,
         per_partition,
         partitions,
+        in_flight,
     }
 }
 
 /// The canary circuit: a few thousand constraints, parameters generated in-process.
-pub fn canary(partitions: u64) -> Estimate {
+pub fn canary(partitions: u64, in_flight: u64) -> Estimate {
     Estimate {
         srs_key: "canary".into(),
         srs_bytes: 16 * MIB,
         per_partition: 16 * MIB,
         partitions,
-    }
-}
-
-/// The largest job a worker accepting sectors up to `max_sector_size` can be sent, before its
-/// payload is read: what the fetch loop must be able to reserve before it takes a message.
-pub fn worst_case(max_sector_size: u64, max_canary_partitions: u64) -> Estimate {
-    let p = porep(max_sector_size, IN_FLIGHT);
-    let c = canary(max_canary_partitions);
-    if p.total() >= c.total() {
-        p
-    } else {
-        c
-    }
-}
-
-pub fn for_kind(kind: JobKind, sector_size: u64, partitions: u64) -> Estimate {
-    match kind {
-        JobKind::PorepC2 => porep(sector_size, partitions),
-        JobKind::Canary => canary(partitions),
+        in_flight,
     }
 }
 
@@ -120,11 +101,12 @@ mod tests {
 
     #[test]
     fn work_shrinks_only_when_fewer_than_in_flight_remain() {
-        let e = porep(32 * GIB, 10);
+        let e = porep(32 * GIB, 10, 3);
         assert_eq!(e.work(10), 3 * 16 * GIB);
         assert_eq!(e.work(3), 3 * 16 * GIB);
         assert_eq!(e.work(1), 16 * GIB);
         assert_eq!(e.work(0), 0);
-        assert!(worst_case(32 * GIB, 8).total() >= e.total());
+        // More partitions alive (more synthesis threads or GPUs): a larger reservation.
+        assert_eq!(porep(32 * GIB, 10, 6).work(10), 6 * 16 * GIB);
     }
 }

@@ -32,6 +32,8 @@ const PROGRAMS: &[(&str, &str, &[&str])] = &[
         include_str!("../../kernels/ntt.cu"),
         &[
             "ntt_pass",
+            "ntt_pass_occ3",
+            "bit_reverse_tiles",
             "bit_reverse_permute",
             "gen_powers",
             "scale_powers",
@@ -48,6 +50,12 @@ const PROGRAMS: &[(&str, &str, &[&str])] = &[
             "scan_blocks",
             "scan_add",
             "msm_scatter",
+            "msm_pair_prefix",
+            "msm_pair_finish",
+            "msm_halve_counts",
+            "fp_batch_prefix",
+            "fp_batch_unwind",
+            "fp_invert_one",
             "msm_accumulate",
             "msm_bucket_fix",
             "msm_bucket_reduce",
@@ -748,4 +756,34 @@ fn program_log(prog: &Program) -> Result<String> {
 pub fn blocks(n: u64, block: u32) -> Result<u32> {
     let g = n.div_ceil(block as u64);
     u32::try_from(g).map_err(|_| anyhow!("{n} items is too many for one launch"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PROGRAMS;
+
+    /// Every kernel a program defines is one c2q can launch, and every kernel it lists exists:
+    /// a missing name would only show on a GPU, as "unknown kernel".
+    #[test]
+    fn listed_kernels_match_the_sources() {
+        for (name, source, listed) in PROGRAMS {
+            let mut defined: Vec<&str> = source
+                .split("extern \"C\" __global__ void")
+                .skip(1)
+                .filter_map(|rest| {
+                    // Past an optional __launch_bounds__(…), the name runs up to '('.
+                    let rest = rest.trim_start();
+                    let rest = match rest.strip_prefix("__launch_bounds__") {
+                        Some(r) => &r[r.find(')')? + 1..],
+                        None => rest,
+                    };
+                    rest.trim_start().split('(').next().map(str::trim)
+                })
+                .collect();
+            defined.sort_unstable();
+            let mut listed: Vec<&str> = listed.to_vec();
+            listed.sort_unstable();
+            assert_eq!(defined, listed, "kernels of program {name}");
+        }
+    }
 }

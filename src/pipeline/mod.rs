@@ -1,10 +1,13 @@
-//! The in-process proving pipeline: synthesis → proving start (the backend) → G2 finalizer →
-//! assembly and verification, each stage on its own OS threads, joined by bounded channels.
+//! The in-process proving pipeline: intake (parameters) → synthesis → proving start (the
+//! backend) → G2 finalizer → assembly and verification, each stage on its own OS threads,
+//! joined by bounded channels.
 //!
 //! While partition `p` is in proving start, `p + 1` is being synthesized and `p − 1` finalized,
-//! across partitions and across jobs. With several GPUs, each runs its own proving-start
-//! thread over the same queue of synthesized partitions. The bounded hand-offs are the back-pressure that keeps
-//! at most a few partitions' evaluations alive (see `gate::estimate::IN_FLIGHT`). None of this
+//! across partitions and across jobs. Synthesis of one partition is single-threaded and slower
+//! than proving start on a GPU, so several synthesis threads take partitions in turn; with
+//! several GPUs, each runs its own proving-start thread over the same queue of synthesized
+//! partitions. The bounded hand-offs are the back-pressure that keeps a known number of
+//! partitions' evaluations alive (`PipelineConfig::partitions_in_flight`). None of this
 //! runs on the async runtime: the broker's heartbeats, confirms and acks never wait for a proof.
 
 mod stages;
@@ -69,9 +72,14 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    /// Start the stage threads: one proving-start thread per backend (per GPU), all taking
-    /// partitions from the same queue, and `finalizers` G2 finalizer threads to keep up.
-    pub fn start(backends: Vec<Arc<dyn Backend>>, finalizers: usize) -> Result<Pipeline> {
+    /// Start the stage threads: `synthesizers` synthesis threads, one proving-start thread per
+    /// backend (per GPU), all taking partitions from the same queue, and `finalizers` G2
+    /// finalizer threads to keep up.
+    pub fn start(
+        backends: Vec<Arc<dyn Backend>>,
+        synthesizers: usize,
+        finalizers: usize,
+    ) -> Result<Pipeline> {
         anyhow::ensure!(
             !backends.is_empty(),
             "the pipeline needs at least one backend"
@@ -79,6 +87,9 @@ impl Pipeline {
         // One job waits while one is being synthesized: the next job's synthesis starts as soon
         // as the last partition of the previous one is handed on.
         let (submit, jobs) = bounded::<Submission>(1);
+        // Partitions to synthesize: none wait beyond the ones being synthesized, so that the
+        // next job's partitions queue behind this job's without holding memory.
+        let (to_synth, synth_rx) = bounded(0);
         // One synthesized partition per backend waits for it; this is what bounds a/b/c memory.
         let (to_start, start_rx) = bounded(backends.len());
         // Witnesses waiting for the finalizer are smaller; let the backend run ahead a little.
@@ -92,13 +103,18 @@ impl Pipeline {
                 .spawn(f)
                 .with_context(|| format!("spawning pipeline thread {name}"))
         };
-        {
-            let to_assemble = to_assemble.clone();
+        threads.push(spawn(
+            "c2q-intake",
+            Box::new(move || stages::intake(jobs, to_synth)),
+        )?);
+        for i in 0..synthesizers.max(1) {
+            let (rx, tx, to_assemble) = (synth_rx.clone(), to_start.clone(), to_assemble.clone());
             threads.push(spawn(
-                "c2q-synth",
-                Box::new(move || stages::synthesis(jobs, to_start, to_assemble)),
+                &format!("c2q-synth-{i}"),
+                Box::new(move || stages::synthesis(rx, tx, to_assemble)),
             )?);
         }
+        drop(to_start);
         for (i, backend) in backends.into_iter().enumerate() {
             let (rx, tx, to_assemble) = (start_rx.clone(), to_finish.clone(), to_assemble.clone());
             threads.push(spawn(
@@ -186,7 +202,7 @@ mod tests {
             .collect();
         let backends: Vec<Arc<dyn Backend>> =
             gpus.iter().map(|g| g.clone() as Arc<dyn Backend>).collect();
-        let pipeline = Pipeline::start(backends, 2).expect("pipeline starts");
+        let pipeline = Pipeline::start(backends, 2, 2).expect("pipeline starts");
         let partitions = 8;
         let job = Arc::new(CanaryJob::new(partitions, 7).expect("canary job"));
         let (done, answer) = oneshot::channel();

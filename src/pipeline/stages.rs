@@ -51,6 +51,11 @@ impl JobCtx {
     }
 }
 
+pub(super) struct SynthItem {
+    ctx: Arc<JobCtx>,
+    partition: usize,
+}
+
 pub(super) struct StartItem {
     ctx: Arc<JobCtx>,
     partition: usize,
@@ -101,11 +106,9 @@ fn fail(to_assemble: &Sender<AssembleItem>, ctx: Arc<JobCtx>, partition: usize, 
     });
 }
 
-pub(super) fn synthesis(
-    jobs: Receiver<Submission>,
-    to_start: Sender<StartItem>,
-    to_assemble: Sender<AssembleItem>,
-) {
+/// Takes jobs one at a time: loads their parameters, then hands out their partitions, in
+/// order, to the synthesis threads.
+pub(super) fn intake(jobs: Receiver<Submission>, to_synth: Sender<SynthItem>) {
     for sub in jobs {
         let t0 = Instant::now();
         let srs = match guarded(Stage::Srs, || sub.job.srs()) {
@@ -137,31 +140,47 @@ pub(super) fn synthesis(
             if ctx.is_failed() {
                 break;
             }
-            let mut timing = PartitionTiming {
-                partition: partition as u32,
-                synth_start_ms: ctx.ms(),
-                ..Default::default()
+            let item = SynthItem {
+                ctx: ctx.clone(),
+                partition,
             };
-            let job = ctx.job.clone();
-            match guarded(Stage::Synthesis, || job.synthesize(partition)) {
-                Ok(assignment) => {
-                    timing.synth_end_ms = ctx.ms();
-                    tracing::debug!(job_id = %ctx.id, partition, ms = timing.synth_end_ms - timing.synth_start_ms, "synthesized");
-                    let item = StartItem {
-                        ctx: ctx.clone(),
-                        partition,
-                        assignment,
-                        timing,
-                    };
-                    if to_start.send(item).is_err() {
-                        return;
-                    }
-                }
-                Err(e) => {
-                    fail(&to_assemble, ctx.clone(), partition, e);
-                    break;
+            if to_synth.send(item).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+pub(super) fn synthesis(
+    items: Receiver<SynthItem>,
+    to_start: Sender<StartItem>,
+    to_assemble: Sender<AssembleItem>,
+) {
+    for SynthItem { ctx, partition } in items {
+        if ctx.is_failed() {
+            continue;
+        }
+        let mut timing = PartitionTiming {
+            partition: partition as u32,
+            synth_start_ms: ctx.ms(),
+            ..Default::default()
+        };
+        let job = ctx.job.clone();
+        match guarded(Stage::Synthesis, || job.synthesize(partition)) {
+            Ok(assignment) => {
+                timing.synth_end_ms = ctx.ms();
+                tracing::debug!(job_id = %ctx.id, partition, ms = timing.synth_end_ms - timing.synth_start_ms, "synthesized");
+                let item = StartItem {
+                    ctx,
+                    partition,
+                    assignment,
+                    timing,
+                };
+                if to_start.send(item).is_err() {
+                    return;
                 }
             }
+            Err(e) => fail(&to_assemble, ctx, partition, e),
         }
     }
 }

@@ -134,7 +134,10 @@ impl Worker {
 
         let limits = self.cfg.limits.clone();
         let build_input = decoded.clone();
-        let built = tokio::task::spawn_blocking(move || jobs::build(&build_input, &limits)).await;
+        let in_flight = self.cfg.pipeline.partitions_in_flight();
+        let built =
+            tokio::task::spawn_blocking(move || jobs::build(&build_input, &limits, in_flight))
+                .await;
         let built = match built {
             Ok(Ok(b)) => b,
             Ok(Err(e)) => return self.fail(e, echo, retries).await,

@@ -15,7 +15,8 @@ pub struct Built {
     pub estimate: Estimate,
 }
 
-pub fn build(decoded: &DecodedJob, limits: &Limits) -> Result<Built, JobError> {
+/// `in_flight`: partitions of one job the pipeline keeps alive (for the memory estimate).
+pub fn build(decoded: &DecodedJob, limits: &Limits, in_flight: u64) -> Result<Built, JobError> {
     let job = &decoded.job;
     match job.kind {
         JobKind::Canary => {
@@ -26,7 +27,7 @@ pub fn build(decoded: &DecodedJob, limits: &Limits) -> Result<Built, JobError> {
             let canary = CanaryJob::new(spec.partitions as usize, spec.seed)
                 .map_err(|e| JobError::new(ErrorKind::Oversize, format!("{e:#}")))?;
             Ok(Built {
-                estimate: estimate::canary(u64::from(spec.partitions)),
+                estimate: estimate::canary(u64::from(spec.partitions), in_flight),
                 job: Arc::new(canary),
             })
         }
@@ -57,7 +58,7 @@ pub fn build(decoded: &DecodedJob, limits: &Limits) -> Result<Built, JobError> {
             }
             let partitions = porep.partitions() as u64;
             Ok(Built {
-                estimate: estimate::porep(sector_size, partitions),
+                estimate: estimate::porep(sector_size, partitions, in_flight),
                 job: Arc::new(porep),
             })
         }

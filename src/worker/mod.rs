@@ -93,7 +93,11 @@ pub async fn run_async(cfg: Config) -> Result<()> {
         .into_iter()
         .map(|b| fault::wrap_backend(cfg.pipeline.fault.as_deref(), b))
         .collect();
-    let pipeline = Pipeline::start(backends, cfg.pipeline.finalizer_threads)?;
+    let pipeline = Pipeline::start(
+        backends,
+        cfg.pipeline.synthesizers(),
+        cfg.pipeline.finalizer_threads,
+    )?;
     let ledger = Ledger::connect(&cfg.ledger).await?;
     health.ledger_up.store(true, Ordering::Relaxed);
 
@@ -221,8 +225,9 @@ impl Worker {
     /// the SRS counted only if it is not already resident.
     fn fetch_bytes(&self) -> u64 {
         let limits = &self.cfg.limits;
-        let porep = estimate::porep(limits.max_sector_size, estimate::IN_FLIGHT);
-        let canary = estimate::canary(u64::from(limits.max_canary_partitions));
+        let in_flight = self.cfg.pipeline.partitions_in_flight();
+        let porep = estimate::porep(limits.max_sector_size, in_flight, in_flight);
+        let canary = estimate::canary(u64::from(limits.max_canary_partitions), in_flight);
         [porep, canary]
             .iter()
             .map(|e| e.work(e.partitions) + self.srs_needed(e))
