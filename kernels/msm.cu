@@ -7,16 +7,11 @@
 //    so a window needs 2^(c-1) buckets; −d·P is d·(−P), and negating an affine point is free.
 // 3. per window, a counting sort on the GPU orders (point, sign) by bucket: histogram with
 //    atomics, exclusive scan of the counts, scatter.
-// 4. affine pairing rounds (large windows): within every bucket, points are added in pairs in
-//    affine coordinates, all the pairs of a round sharing one field inversion (Montgomery's
-//    trick: 3 products per element, then λ, λ² and one more product: ~6 products per addition
-//    against 10 for adding into an XYZZ accumulator). Each round halves the points of every
-//    bucket; a few rounds leave a handful per bucket for step 5.
-// 5. accumulate: the sorted list is cut into fixed chunks, one thread each, so a bucket with
+// 4. accumulate: the sorted list is cut into fixed chunks, one thread each, so a bucket with
 //    millions of points (a repeated scalar) costs no more than many small ones. A thread writes
 //    the part of a bucket that starts in its chunk to the bucket; a part that continues a bucket
 //    from an earlier chunk goes to the chunk's own slot, and `bucket_fix` adds those slots in.
-// 6. reduce: Σ (b+1)·B_b per window by running sums over short segments of buckets, then a tree
+// 5. reduce: Σ (b+1)·B_b per window by running sums over short segments of buckets, then a tree
 //    sum; the host combines the windows (Σ 2^(c·w)·W_w) and adds the sum of the ones.
 #include "g1.cuh"
 
@@ -198,8 +193,6 @@ extern "C" __global__ void msm_scatter(const u32* digits, const u32* other_idx, 
 
 // Chunk t covers sorted[t·chunk, (t+1)·chunk). offsets has nbuckets + 1 entries, the last one
 // being the number of sorted entries.
-// With `sorted` null the points are already in bucket order (the output of the pairing
-// rounds): entry e is point e, not negated.
 extern "C" __global__ void msm_accumulate(const u32* sorted, const u32* offsets, u32 nbuckets,
                                           u32 chunk, const u32* points, u32* buckets,
                                           u32* cont) {
@@ -230,176 +223,12 @@ extern "C" __global__ void msm_accumulate(const u32* sorted, const u32* offsets,
             b++;
             next = offsets[b + 1];
         }
-        u32 entry = sorted ? sorted[e] : e;
+        u32 entry = sorted[e];
         Affine p = load_affine(points, entry & 0x7fffffffu);
         acc = xyzz_add_affine_any(acc, p, (entry >> 31) != 0);
     }
     if (part_start == offsets[b]) store_xyzz(buckets, b, acc);
     else store_xyzz(cont, t, acc);
-}
-
-DEV void store_affine(u32* base, u64 i, const Affine& a) {
-    store_fp(base + i * 24, a.x);
-    store_fp(base + i * 24 + 12, a.y);
-}
-
-// Input element e of a pairing round: a sorted entry (point index, sign bit) into `points` in
-// the first round, point e of the previous round's output afterwards (`sorted` null).
-DEV Affine round_input(const u32* points, const u32* sorted, u32 e) {
-    if (!sorted) return load_affine(points, e);
-    u32 entry = sorted[e];
-    Affine a = load_affine(points, entry & 0x7fffffffu);
-    if (entry >> 31) a.y = fe_neg<FpTag>(a.y);
-    return a;
-}
-
-// The bucket holding slot j: the last b with offsets[b] <= j.
-DEV u32 find_bucket(const u32* offsets, u32 nbuckets, u32 j) {
-    u32 lo = 0, hi = nbuckets;
-    while (hi - lo > 1) {
-        u32 mid = (lo + hi) >> 1;
-        if (offsets[mid] <= j) lo = mid; else hi = mid;
-    }
-    return lo;
-}
-
-// Output slot j of bucket b (out_off) sums input elements 2i and 2i + 1 of the bucket
-// (in_off), i = j − out_off[b]; the last slot of a bucket with an odd count copies its element.
-struct PairSlot {
-    Affine p, q;
-    bool pair;
-};
-
-DEV PairSlot pair_slot(const u32* points, const u32* sorted, const u32* in_off,
-                       const u32* out_off, u32 b, u32 j) {
-    PairSlot s;
-    u32 a = in_off[b] + 2 * (j - out_off[b]);
-    s.p = round_input(points, sorted, a);
-    s.pair = a + 1 < in_off[b + 1];
-    if (s.pair) s.q = round_input(points, sorted, a + 1);
-    return s;
-}
-
-// The denominator x_q − x_p of the affine addition, or 1 where the slot needs none (a copy,
-// an infinity, equal x: doubling or opposite points), so that it does not break the batch.
-DEV Fp slot_denominator(const PairSlot& s) {
-    if (!s.pair || affine_is_inf(s.p) || affine_is_inf(s.q) || fe_eq<FpTag>(s.p.x, s.q.x))
-        return fe_one<FpTag>();
-    return fe_sub<FpTag>(s.q.x, s.p.x);
-}
-
-// First half of a round: thread t walks slots [t·per, (t+1)·per), stores the running product
-// of the denominators before each slot in `pre` and the product of all of them in totals[t].
-// Every thread of the grid writes totals[t]: `totals` has one entry per launched thread.
-extern "C" __global__ void msm_pair_prefix(const u32* points, const u32* sorted,
-                                           const u32* in_off, const u32* out_off, u32 nbuckets,
-                                           u32 per, u32* pre, u32* totals) {
-    const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
-    const u32 total = out_off[nbuckets];
-    const u64 start64 = (u64)t * per;
-    if (start64 >= total) {
-        // The grid is sized for the largest possible round: spare threads contribute 1.
-        store_fp(totals + (u64)t * 12, fe_one<FpTag>());
-        return;
-    }
-    const u32 start = (u32)start64, end = min(total, start + per);
-    u32 b = find_bucket(out_off, nbuckets, start);
-    Fp acc = fe_one<FpTag>();
-    for (u32 j = start; j < end; j++) {
-        while (j >= out_off[b + 1]) b++;
-        store_fp(pre + (u64)j * 12, acc);
-        acc = fe_mul<FpTag>(acc, slot_denominator(pair_slot(points, sorted, in_off, out_off, b, j)));
-    }
-    store_fp(totals + (u64)t * 12, acc);
-}
-
-// Second half: with inv_totals[t] = 1 / totals[t], walks the slots backwards, recovering each
-// denominator's inverse (Montgomery's trick), and writes the sums in affine form.
-extern "C" __global__ void msm_pair_finish(const u32* points, const u32* sorted,
-                                           const u32* in_off, const u32* out_off, u32 nbuckets,
-                                           u32 per, const u32* pre, const u32* inv_totals,
-                                           u32* out) {
-    const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
-    const u32 total = out_off[nbuckets];
-    const u64 start64 = (u64)t * per;
-    if (start64 >= total) return;
-    const u32 start = (u32)start64, end = min(total, start + per);
-    u32 b = find_bucket(out_off, nbuckets, end - 1);
-    Fp inv = load_fp(inv_totals + (u64)t * 12);
-    for (u32 j = end; j-- > start;) {
-        while (j < out_off[b]) b--;
-        PairSlot s = pair_slot(points, sorted, in_off, out_off, b, j);
-        Fp d = slot_denominator(s);
-        Fp dinv = fe_mul<FpTag>(inv, load_fp(pre + (u64)j * 12));
-        inv = fe_mul<FpTag>(inv, d);
-        Affine r;
-        if (!s.pair || affine_is_inf(s.q)) {
-            r = s.p;
-        } else if (affine_is_inf(s.p)) {
-            r = s.q;
-        } else if (fe_eq<FpTag>(s.p.x, s.q.x)) {
-            if (fe_eq<FpTag>(s.p.y, s.q.y)) {
-                // Doubling: λ = 3x² / 2y, with an inversion of its own (a point repeated in
-                // a bucket; y ≠ 0 on this curve's points of odd order).
-                Fp x2 = fe_sqr<FpTag>(s.p.x);
-                Fp lambda = fe_mul<FpTag>(fe_add<FpTag>(fe_dbl<FpTag>(x2), x2),
-                                          fp_inv(fe_dbl<FpTag>(s.p.y)));
-                r.x = fe_sub<FpTag>(fe_sqr<FpTag>(lambda), fe_dbl<FpTag>(s.p.x));
-                r.y = fe_sub<FpTag>(fe_mul<FpTag>(lambda, fe_sub<FpTag>(s.p.x, r.x)), s.p.y);
-            } else {
-                r.x = fe_zero<FpTag>();  // P + (−P): infinity
-                r.y = fe_zero<FpTag>();
-            }
-        } else {
-            Fp lambda = fe_mul<FpTag>(fe_sub<FpTag>(s.q.y, s.p.y), dinv);
-            r.x = fe_sub<FpTag>(fe_sub<FpTag>(fe_sqr<FpTag>(lambda), s.p.x), s.q.x);
-            r.y = fe_sub<FpTag>(fe_mul<FpTag>(lambda, fe_sub<FpTag>(s.p.x, r.x)), s.p.y);
-        }
-        store_affine(out, j, r);
-    }
-}
-
-// out[b] = ⌈(in_off[b+1] − in_off[b]) / 2⌉: the bucket sizes after a pairing round.
-extern "C" __global__ void msm_halve_counts(const u32* in_off, u32 nbuckets, u32* out) {
-    u32 b = blockIdx.x * blockDim.x + threadIdx.x;
-    if (b >= nbuckets) return;
-    out[b] = (in_off[b + 1] - in_off[b] + 1) >> 1;
-}
-
-// Batch inversion of n non-zero Fp values, in place, by levels: each thread multiplies a run
-// of `per` values (keeping the running products), the run totals are inverted the same way one
-// level up, and `fp_batch_unwind` turns each total's inverse back into the run's inverses.
-extern "C" __global__ void fp_batch_prefix(const u32* vals, u32 n, u32 per, u32* pre,
-                                           u32* totals) {
-    const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
-    const u64 start = (u64)t * per;
-    if (start >= n) return;
-    const u32 end = (u32)min((u64)n, start + per);
-    Fp acc = fe_one<FpTag>();
-    for (u32 j = (u32)start; j < end; j++) {
-        store_fp(pre + (u64)j * 12, acc);
-        acc = fe_mul<FpTag>(acc, load_fp(vals + (u64)j * 12));
-    }
-    store_fp(totals + (u64)t * 12, acc);
-}
-
-extern "C" __global__ void fp_batch_unwind(u32* vals, u32 n, u32 per, const u32* pre,
-                                           const u32* inv_totals) {
-    const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
-    const u64 start = (u64)t * per;
-    if (start >= n) return;
-    const u32 end = (u32)min((u64)n, start + per);
-    Fp inv = load_fp(inv_totals + (u64)t * 12);
-    for (u32 j = end; j-- > (u32)start;) {
-        Fp v = load_fp(vals + (u64)j * 12);
-        store_fp(vals + (u64)j * 12, fe_mul<FpTag>(inv, load_fp(pre + (u64)j * 12)));
-        inv = fe_mul<FpTag>(inv, v);
-    }
-}
-
-// The last level: one value, inverted by Fermat's little theorem.
-extern "C" __global__ void fp_invert_one(u32* val) {
-    if (blockIdx.x == 0 && threadIdx.x == 0) store_fp(val, fp_inv(load_fp(val)));
 }
 
 // Completes each bucket: empty ones become infinity, split ones get their continuations.

@@ -16,7 +16,7 @@ use super::device::{list_devices, DevBuf, Gpu};
 use super::limbs::{
     affine_as_limbs, scalars_as_limbs, scalars_as_limbs_mut, AFFINE_LIMBS, FR_LIMBS,
 };
-use super::msm::{msm, msm_streamed, msm_with_rounds};
+use super::msm::{msm, msm_streamed};
 use super::ntt::{omega, upload_scalars, Ntt};
 use crate::groth16::{
     self, ntt as cpu_ntt, Backend, CpuBackend, Density, Evaluations, Srs, Witness,
@@ -142,16 +142,11 @@ fn random_points(rng: &mut ChaCha8Rng, n: usize, with_infinity: bool) -> Vec<G1A
     out
 }
 
-fn gpu_msm_host(
-    gpu: &Gpu,
-    points: &[G1Affine],
-    scalars: &[Fr],
-    rounds: Option<u32>,
-) -> Result<G1Projective> {
+fn gpu_msm_host(gpu: &Gpu, points: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective> {
     let dp = gpu.alloc::<u32>(points.len() * AFFINE_LIMBS)?;
     gpu.upload(&dp, 0, affine_as_limbs(points))?;
     let ds = upload_scalars(gpu, scalars)?;
-    msm_with_rounds(gpu, &dp, &ds, points.len(), rounds)
+    msm(gpu, &dp, &ds, points.len())
 }
 
 fn download_scalars(gpu: &Gpu, buf: &DevBuf<u32>, n: usize) -> Result<Vec<Fr>> {
@@ -314,33 +309,23 @@ pub fn gpu_check(args: &GpuCheckArgs) -> Result<bool> {
                     continue;
                 }
                 let want = groth16::msm::g1(&pts[..n], &scalars);
-                let got = gpu_msm_host(gpu, &pts[..n], &scalars, None)?;
+                let got = gpu_msm_host(gpu, &pts[..n], &scalars)?;
                 let label = format!(
                     "msm {n} {name}{}",
                     if inf { " with points at infinity" } else { "" }
                 );
                 t.check(&label, got == want);
-                // The affine pairing rounds, forced where the window choice would skip them.
-                if (100..=65_537).contains(&n) {
-                    let got = gpu_msm_host(gpu, &pts[..n], &scalars, Some(3))?;
-                    t.check(&format!("{label}, 3 affine rounds"), got == want);
-                }
             }
         }
     }
-    // Points repeated within buckets: the rounds double a point instead of adding two.
+    // Points repeated within buckets: bucket sums meet P + P and P − P.
     {
         let n = 4097;
         let repeated: Vec<G1Affine> = (0..n).map(|i| points_inf[i % 13]).collect();
         let scalars: Vec<Fr> = (0..n).map(|_| Fr::from(rng.gen_range(2..6u64))).collect();
         let want = groth16::msm::g1(&repeated, &scalars);
-        for rounds in [None, Some(1), Some(4)] {
-            let got = gpu_msm_host(gpu, &repeated, &scalars, rounds)?;
-            t.check(
-                &format!("msm {n} repeated points, rounds {rounds:?}"),
-                got == want,
-            );
-        }
+        let got = gpu_msm_host(gpu, &repeated, &scalars)?;
+        t.check(&format!("msm {n} repeated points"), got == want);
     }
     {
         let n = 70_001;

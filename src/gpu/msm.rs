@@ -3,8 +3,7 @@
 //!
 //! Zeros are skipped and ones are summed without any window work (PoRep witnesses are ~51 %
 //! zeros and ~47 % ones); the remaining scalars go through Pippenger with signed windows and a
-//! counting sort by bucket on the GPU; large windows first add points pairwise in affine
-//! coordinates with batched inversions. The few window sums are combined on the host.
+//! counting sort by bucket on the GPU. The few window sums are combined on the host.
 
 use anyhow::{ensure, Result};
 use blstrs::{G1Affine, G1Projective, Scalar as Fr};
@@ -17,8 +16,6 @@ use super::limbs::{
 
 /// Limbs of an XYZZ accumulator (4 coordinates of 12 limbs).
 const XYZZ_LIMBS: usize = 48;
-/// Limbs of one Fp element.
-const FP_LIMBS: usize = 12;
 /// Sorted entries per accumulation thread, for m entries per window: long enough that few
 /// buckets straddle chunks at 2^27 (each straddle costs a general addition in
 /// `msm_bucket_fix`), short enough to keep every SM busy at small sizes (measured on an H200:
@@ -101,224 +98,7 @@ pub fn scratch_bytes(n: usize) -> usize {
     let windows = 256usize.div_ceil(c as usize);
     let buckets = 1usize << (c - 1);
     let per_scalar = 4 + 4 + FR_LIMBS * 4 + windows * 4 + 4 + (XYZZ_LIMBS * 4) / 32;
-    let rounds = if affine_rounds(n, buckets) > 0 {
-        PairRounds::bytes(n, buckets)
-    } else {
-        0
-    };
-    n * per_scalar + buckets * (windows * XYZZ_LIMBS * 4 + 16) + rounds + (64 << 20)
-}
-
-/// Affine pairing rounds before accumulation (kernels/msm.cu, step 4) for m points over
-/// `nbuckets` buckets per window: each round halves the points of every bucket, and is worth
-/// it while buckets hold many points on average; a few points per bucket are left to the XYZZ
-/// accumulation. `C2Q_MSM_AFFINE_ROUNDS` overrides the choice (diagnostics, tuning).
-pub fn affine_rounds(m: usize, nbuckets: usize) -> u32 {
-    if let Some(r) = std::env::var("C2Q_MSM_AFFINE_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-    {
-        return r.min(8);
-    }
-    let avg = m / nbuckets.max(1);
-    if avg < 16 {
-        0
-    } else {
-        (avg.ilog2() - 2).min(4)
-    }
-}
-
-/// Output slots per thread in a pairing round, and values per thread in each level of the
-/// batch inversion.
-const PAIR_RUN: usize = 16;
-const INVERSE_RUN: usize = 32;
-
-/// Device buffers of the pairing rounds, allocated once per MSM and reused by every window.
-struct PairRounds {
-    /// Round outputs, ping-ponged: affine points in bucket order.
-    out: [DevBuf<u32>; 2],
-    /// Bucket offsets of the round outputs.
-    offsets: [DevBuf<u32>; 2],
-    counts: DevBuf<u32>,
-    /// Running products of the denominators, and one product per thread.
-    pre: DevBuf<u32>,
-    totals: DevBuf<u32>,
-    inverse: BatchInverse,
-    /// Largest possible number of slots in each round.
-    caps: Vec<usize>,
-}
-
-impl PairRounds {
-    /// Slots a round can produce from `input` points in `nbuckets` buckets: Σ ⌈k_b / 2⌉.
-    fn next_cap(input: usize, nbuckets: usize) -> usize {
-        (input + nbuckets.min(input)).div_ceil(2)
-    }
-
-    /// Threads of a round of `cap` slots: whole blocks of 128, every one of which writes its
-    /// product (1 for threads past the end) into `totals`.
-    fn threads(cap: usize) -> usize {
-        cap.div_ceil(PAIR_RUN).next_multiple_of(128)
-    }
-
-    fn bytes(m: usize, nbuckets: usize) -> usize {
-        let c1 = Self::next_cap(m, nbuckets);
-        let c2 = Self::next_cap(c1, nbuckets);
-        let fp = 12 * 4;
-        c1 * 2 * fp + c2 * 2 * fp + c1 * fp + 2 * (nbuckets + 1) * 4 * 2
-    }
-
-    fn new(gpu: &Gpu, m: usize, nbuckets: usize, rounds: u32) -> Result<PairRounds> {
-        let mut caps = Vec::new();
-        let mut cap = m;
-        for _ in 0..rounds {
-            cap = Self::next_cap(cap, nbuckets);
-            caps.push(cap);
-        }
-        let c1 = caps[0];
-        let c2 = caps.get(1).copied().unwrap_or(1);
-        let threads = Self::threads(c1);
-        let counts = gpu.alloc_zeroed::<u32>(nbuckets + 1)?;
-        Ok(PairRounds {
-            out: [
-                gpu.alloc::<u32>(c1 * AFFINE_LIMBS)?,
-                gpu.alloc::<u32>(c2 * AFFINE_LIMBS)?,
-            ],
-            offsets: [
-                gpu.alloc::<u32>(nbuckets + 1)?,
-                gpu.alloc::<u32>(nbuckets + 1)?,
-            ],
-            counts,
-            pre: gpu.alloc::<u32>(c1 * FP_LIMBS)?,
-            totals: gpu.alloc::<u32>(threads * FP_LIMBS)?,
-            inverse: BatchInverse::new(gpu, threads)?,
-            caps,
-        })
-    }
-
-    /// Runs the rounds over one window whose points are `sorted` (entries into `points`) with
-    /// bucket `offsets`; returns the final points and their offsets.
-    fn run(
-        &self,
-        gpu: &Gpu,
-        points: &DevBuf<u32>,
-        sorted: &DevBuf<u32>,
-        offsets: &DevBuf<u32>,
-        nbuckets: u32,
-        scan: &Scan,
-    ) -> Result<(u64, u64)> {
-        let mut src_points = points.ptr();
-        let mut src_sorted = sorted.ptr();
-        let mut in_off = offsets.ptr();
-        for (r, cap) in self.caps.iter().enumerate() {
-            let out = &self.out[r % 2];
-            let out_off = self.offsets[r % 2].ptr();
-            gpu.launch(
-                "msm_halve_counts",
-                blocks(nbuckets as u64, 256)?,
-                256,
-                &[&in_off, &nbuckets, &self.counts.ptr()],
-            )?;
-            // counts[nbuckets] stays 0, so the scan's last entry is the number of slots.
-            scan.run(gpu, self.counts.ptr(), out_off, nbuckets + 1)?;
-            let threads = Self::threads(*cap) as u64;
-            let per = PAIR_RUN as u32;
-            gpu.launch(
-                "msm_pair_prefix",
-                blocks(threads, 128)?,
-                128,
-                &[
-                    &src_points,
-                    &src_sorted,
-                    &in_off,
-                    &out_off,
-                    &nbuckets,
-                    &per,
-                    &self.pre.ptr(),
-                    &self.totals.ptr(),
-                ],
-            )?;
-            self.inverse.run(gpu, self.totals.ptr(), threads as usize)?;
-            gpu.launch(
-                "msm_pair_finish",
-                blocks(threads, 128)?,
-                128,
-                &[
-                    &src_points,
-                    &src_sorted,
-                    &in_off,
-                    &out_off,
-                    &nbuckets,
-                    &per,
-                    &self.pre.ptr(),
-                    &self.totals.ptr(),
-                    &out.ptr(),
-                ],
-            )?;
-            src_points = out.ptr();
-            src_sorted = 0;
-            in_off = out_off;
-        }
-        Ok((src_points, in_off))
-    }
-}
-
-/// In-place batch inversion of up to `n` non-zero Fp values on the device (kernels/msm.cu):
-/// runs of INVERSE_RUN values are multiplied level by level down to one value, which is
-/// inverted, and the levels are unwound.
-struct BatchInverse {
-    /// Per level: the number of values, their running products, the run totals.
-    levels: Vec<(usize, DevBuf<u32>, DevBuf<u32>)>,
-}
-
-impl BatchInverse {
-    fn new(gpu: &Gpu, n: usize) -> Result<BatchInverse> {
-        let mut levels = Vec::new();
-        let mut len = n;
-        while len > 1 {
-            let runs = len.div_ceil(INVERSE_RUN);
-            levels.push((
-                len,
-                gpu.alloc::<u32>(len * FP_LIMBS)?,
-                gpu.alloc::<u32>(runs * FP_LIMBS)?,
-            ));
-            len = runs;
-        }
-        Ok(BatchInverse { levels })
-    }
-
-    /// Inverts the first `n` values at `vals` (n no larger than at construction).
-    fn run(&self, gpu: &Gpu, vals: u64, n: usize) -> Result<()> {
-        let per = INVERSE_RUN as u32;
-        let mut inputs = Vec::new();
-        let mut cur = vals;
-        let mut len = n;
-        for (_, pre, totals) in &self.levels {
-            if len <= 1 {
-                break;
-            }
-            let runs = len.div_ceil(INVERSE_RUN);
-            gpu.launch(
-                "fp_batch_prefix",
-                blocks(runs as u64, 128)?,
-                128,
-                &[&cur, &(len as u32), &per, &pre.ptr(), &totals.ptr()],
-            )?;
-            inputs.push((cur, len, pre.ptr(), totals.ptr()));
-            cur = totals.ptr();
-            len = runs;
-        }
-        gpu.launch("fp_invert_one", 1, 32, &[&cur])?;
-        for (input, len, pre, totals) in inputs.into_iter().rev() {
-            let runs = len.div_ceil(INVERSE_RUN);
-            gpu.launch(
-                "fp_batch_unwind",
-                blocks(runs as u64, 128)?,
-                128,
-                &[&input, &(len as u32), &per, &pre, &totals],
-            )?;
-        }
-        Ok(())
-    }
+    n * per_scalar + buckets * (windows * XYZZ_LIMBS * 4 + 16) + (64 << 20)
 }
 
 /// Σ s_i·P_i for i < n over device-resident points and scalars (Montgomery form).
@@ -327,18 +107,6 @@ pub fn msm(
     points: &DevBuf<u32>,
     scalars: &DevBuf<u32>,
     n: usize,
-) -> Result<G1Projective> {
-    msm_with_rounds(gpu, points, scalars, n, None)
-}
-
-/// `msm` with the number of affine pairing rounds chosen by the caller instead of by
-/// `affine_rounds`: `c2q gpu-check` runs the rounds on sizes where they would not be chosen.
-pub fn msm_with_rounds(
-    gpu: &Gpu,
-    points: &DevBuf<u32>,
-    scalars: &DevBuf<u32>,
-    n: usize,
-    rounds: Option<u32>,
 ) -> Result<G1Projective> {
     ensure!(
         n <= MAX_POINTS,
@@ -382,7 +150,7 @@ pub fn msm_with_rounds(
     }
     drop(one_idx);
     if others > 0 {
-        total += pippenger(gpu, points, &other_idx, &other_scalars, others, rounds)?;
+        total += pippenger(gpu, points, &other_idx, &other_scalars, others)?;
     }
     Ok(total)
 }
@@ -530,7 +298,6 @@ fn pippenger(
     idx: &DevBuf<u32>,
     scalars: &DevBuf<u32>,
     m: u32,
-    rounds: Option<u32>,
 ) -> Result<G1Projective> {
     let mut trace = Trace::new();
     let c = window_bits(m as usize);
@@ -552,25 +319,13 @@ fn pippenger(
     let sorted = gpu.alloc::<u32>(mu)?;
     // Every window keeps its buckets, so that the window reductions run in one launch.
     let buckets = gpu.alloc::<u32>(windows as usize * nbuckets as usize * XYZZ_LIMBS)?;
-
+    let chunk = chunk_len(m);
+    let chunks = m.div_ceil(chunk);
+    let cont = gpu.alloc::<u32>(chunks as usize * XYZZ_LIMBS)?;
     let nseg = nbuckets.div_ceil(SEGMENT);
     let segs = gpu.alloc::<u32>(windows as usize * nseg as usize * XYZZ_LIMBS)?;
     let sums = gpu.alloc::<u32>(windows as usize * XYZZ_LIMBS)?;
     let scan = Scan::new(gpu, nbuckets + 1)?;
-    let rounds = rounds.unwrap_or_else(|| affine_rounds(mu, nbuckets as usize));
-    let pairing = if rounds > 0 {
-        Some(PairRounds::new(gpu, mu, nbuckets as usize, rounds)?)
-    } else {
-        None
-    };
-    // Entries left for the XYZZ accumulation: all of them, or what the last round leaves.
-    let acc_cap = pairing
-        .as_ref()
-        .and_then(|p| p.caps.last().copied())
-        .unwrap_or(mu) as u32;
-    let chunk = chunk_len(acc_cap);
-    let chunks = acc_cap.div_ceil(chunk);
-    let cont = gpu.alloc::<u32>(chunks as usize * XYZZ_LIMBS)?;
 
     trace.mark(gpu, "digits+alloc")?;
     for w in 0..windows {
@@ -599,26 +354,16 @@ fn pippenger(
             ],
         )?;
         trace.mark(gpu, "sort")?;
-        // After the pairing rounds the points are the rounds' output, already in bucket
-        // order (a null entry list); without them, the sorted entries into `points`.
-        let (acc_points, acc_sorted, acc_offsets) = match &pairing {
-            Some(p) => {
-                let (pts, off) = p.run(gpu, points, &sorted, &offsets, nbuckets, &scan)?;
-                (pts, 0u64, off)
-            }
-            None => (points.ptr(), sorted.ptr(), offsets.ptr()),
-        };
-        trace.mark(gpu, "pairing")?;
         gpu.launch(
             "msm_accumulate",
             blocks(chunks as u64, 128)?,
             128,
             &[
-                &acc_sorted,
-                &acc_offsets,
+                &sorted.ptr(),
+                &offsets.ptr(),
                 &nbuckets,
                 &chunk,
-                &acc_points,
+                &points.ptr(),
                 &wb,
                 &cont.ptr(),
             ],
@@ -628,7 +373,7 @@ fn pippenger(
             "msm_bucket_fix",
             blocks(nbuckets as u64, 128)?,
             128,
-            &[&wb, &cont.ptr(), &acc_offsets, &nbuckets, &chunk],
+            &[&wb, &cont.ptr(), &offsets.ptr(), &nbuckets, &chunk],
         )?;
         trace.mark(gpu, "fix")?;
     }

@@ -42,38 +42,9 @@ fn power_tables(x: Fr, c: Fr, count: u64) -> (Vec<Fr>, Vec<Fr>) {
     (hi, lo)
 }
 
-/// Launch choices of the NTT kernels, fixed for the process. The defaults are the fastest
-/// measured on an H200 (ops/bench/); the environment overrides exist for tuning runs:
-/// `C2Q_NTT_RUN` (log2 of the run of consecutive elements a tile loads, 0..=3),
-/// `C2Q_NTT_RADIX=2` (one stage per step instead of two), `C2Q_NTT_OCC3=1` (the
-/// register-capped pass kernel), `C2Q_NTT_BITREV=simple` (the pairwise-swap permutation).
-#[derive(Clone, Copy, Debug)]
-struct Tuning {
-    run_log: u32,
-    pair_stages: bool,
-    occ3: bool,
-    tiled_bitrev: bool,
-}
-
-impl Tuning {
-    fn get() -> Tuning {
-        static T: std::sync::OnceLock<Tuning> = std::sync::OnceLock::new();
-        *T.get_or_init(|| {
-            let var = |k: &str| std::env::var(k).ok();
-            Tuning {
-                run_log: var("C2Q_NTT_RUN")
-                    .and_then(|v| v.parse::<u32>().ok())
-                    .map_or(DEFAULT_RUN_LOG, |v| v.min(3)),
-                pair_stages: var("C2Q_NTT_RADIX").as_deref() != Some("2"),
-                occ3: var("C2Q_NTT_OCC3").is_some(),
-                tiled_bitrev: var("C2Q_NTT_BITREV").as_deref() != Some("simple"),
-            }
-        })
-    }
-}
-
-/// Runs of 2^3 consecutive elements (256 bytes) per tile row by default.
-const DEFAULT_RUN_LOG: u32 = 3;
+/// Runs of 2^3 consecutive elements (256 bytes) per tile row. On an H200, runs of 1, 2 and 4
+/// elements (fewer, longer passes) measured the same at 2^27.
+const RUN_LOG: u32 = 3;
 
 /// The passes of a transform of 2^log_n elements: (first stage, stages, log2 of the run of
 /// low-index values a tile holds). Tiles hold 2^10 elements.
@@ -170,13 +141,7 @@ impl Ntt {
             .as_ref()
             .map(|(_, b)| b.ptr())
             .unwrap_or_default();
-        let tuning = Tuning::get();
-        let kernel = if tuning.occ3 {
-            "ntt_pass_occ3"
-        } else {
-            "ntt_pass"
-        };
-        let mut list = passes(log_n, tuning.run_log);
+        let mut list = passes(log_n, RUN_LOG);
         if dif {
             list.reverse();
         }
@@ -185,7 +150,7 @@ impl Ntt {
             // One thread per four elements (a radix-4 step), at least a warp.
             let block = (1u32 << (k + lo)).div_ceil(4).clamp(32, 256);
             gpu.launch(
-                kernel,
+                "ntt_pass",
                 grid,
                 block,
                 &[
@@ -196,7 +161,6 @@ impl Ntt {
                     &tw,
                     &(dif as u32),
                     &(inverse as u32),
-                    &(tuning.pair_stages as u32),
                 ],
             )?;
         }
@@ -204,7 +168,7 @@ impl Ntt {
     }
 
     fn bit_reverse(&self, gpu: &Gpu, data: &DevBuf<u32>, log_n: u32) -> Result<()> {
-        if log_n >= 8 && Tuning::get().tiled_bitrev {
+        if log_n >= 8 {
             // One block per value of the middle index bits (kernels/ntt.cu).
             return gpu.launch(
                 "bit_reverse_tiles",
