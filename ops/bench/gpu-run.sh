@@ -2,8 +2,8 @@
 # One GPU-machine session of c2q, from a prebuilt binary (no toolchain there):
 #   ops/bench/gpu-run.sh check BIN OUTDIR   correctness: gpu-check on every GPU, PoRep proofs
 #                                           cpu = cuda, a 13-partition job on one and all GPUs
-#   ops/bench/gpu-run.sh time BIN OUTDIR    timings: NTT and MSM launch variants at 2^27, then
-#                                           the full `c2q bench gpu` table
+#   ops/bench/gpu-run.sh time BIN OUTDIR    timings: MSM phases at 2^27, the full `c2q bench gpu`
+#                                           table, a 13-partition job on one and all GPUs
 # Every step's full output goes to OUTDIR; the short table is printed last.
 set -uo pipefail
 phase=$1 bin=$2 out=$3
@@ -33,6 +33,10 @@ prove_ni() {
 }
 
 case $phase in
+all)
+  "$0" check "$bin" "$out" && "$0" time "$bin" "$out"
+  exit $?
+  ;;
 check)
   for d in $(seq 0 $((gpus - 1))); do
     step "gpu-check-dev$d" "$bin" gpu-check --device "$d" --seed "$RANDOM$d"
@@ -41,27 +45,12 @@ check)
   prove_ni
   ;;
 time)
-  v() { # label, env assignments...: one NTT or MSM timing at 2^27 under the given knobs
-    local label=$1; shift
-    step "$label" env "$@" "$bin" bench gpu --min-log 27 --max-log 27 --reps 5 --no-partition \
-      $([[ $label == ntt* ]] && echo --no-msm || echo --no-ntt)
-  }
-  v ntt-default
-  v ntt-run2 C2Q_NTT_RUN=2
-  v ntt-run1 C2Q_NTT_RUN=1
-  v ntt-run0 C2Q_NTT_RUN=0
-  v ntt-radix2 C2Q_NTT_RADIX=2
-  v ntt-occ3 C2Q_NTT_OCC3=1
-  v ntt-bitrev-simple C2Q_NTT_BITREV=simple
-  v msm-rounds-default C2Q_MSM_TRACE=1
-  v msm-rounds0 C2Q_MSM_AFFINE_ROUNDS=0 C2Q_MSM_TRACE=1
-  v msm-rounds2 C2Q_MSM_AFFINE_ROUNDS=2 C2Q_MSM_TRACE=1
-  v msm-rounds3 C2Q_MSM_AFFINE_ROUNDS=3 C2Q_MSM_TRACE=1
+  step msm-trace-2-27 env C2Q_MSM_TRACE=1 "$bin" bench gpu --min-log 27 --max-log 27 --reps 3 --no-ntt --no-partition
   step bench-table "$bin" bench gpu --reps 5
   prove_ni
   ;;
 *)
-  echo "usage: $0 check|time BIN OUTDIR" >&2
+  echo "usage: $0 check|time|all BIN OUTDIR" >&2
   exit 2
   ;;
 esac
