@@ -34,7 +34,7 @@ prove_ni() {
 
 case $phase in
 all)
-  "$0" check "$bin" "$out" && "$0" time "$bin" "$out"
+  "$0" check "$bin" "$out/check" && "$0" time "$bin" "$out/time"
   exit $?
   ;;
 check)
