@@ -285,8 +285,7 @@ pub fn status(args: StatusArgs) -> Result<()> {
     runtime()?.block_on(async move {
         let broker = connect(&config).await?;
         let names = &broker.names;
-        let mut queues = vec![names.jobs_queue(), names.dlq(), names.results()];
-        queues.extend((1..=config.retry.max_retries).map(|a| names.retry_queue(a)));
+        let queues = names.all_queues(config.retry.max_retries);
         println!("{:<40} {:>10} {:>10}", "queue", "messages", "consumers");
         for q in queues {
             let opts = QueueDeclareOptions {

@@ -24,6 +24,7 @@ pub struct Config {
     pub retry: RetryConfig,
     pub telemetry: TelemetryConfig,
     pub pipeline: PipelineConfig,
+    pub lease: LeaseConfig,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -154,6 +155,48 @@ impl Default for PipelineConfig {
     }
 }
 
+/// The ledger lease a worker holds on a job while proving it, so that no second worker proves
+/// the same job at the same time.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LeaseConfig {
+    /// How long a lease lasts without renewal: after a worker dies (kill -9, power loss),
+    /// another worker takes its job over once this has passed.
+    pub duration_s: u64,
+    /// How often a proving worker renews its leases; a fraction of `duration_s`, so that a
+    /// slow database round or two does not lose the lease.
+    pub renew_s: u64,
+    /// How long a delivery of a job that another worker is proving waits in the delay queue
+    /// before it is looked at again (then answered from the ledger once the proof is there).
+    pub busy_delay_ms: u64,
+}
+
+impl Default for LeaseConfig {
+    fn default() -> Self {
+        LeaseConfig {
+            duration_s: 60,
+            renew_s: 15,
+            busy_delay_ms: 5_000,
+        }
+    }
+}
+
+impl LeaseConfig {
+    pub fn check(&self) -> Result<()> {
+        if self.renew_s == 0 || self.renew_s.saturating_mul(2) > self.duration_s {
+            bail!(
+                "lease.renew_s ({}) must be at least 1 and at most half of lease.duration_s ({})",
+                self.renew_s,
+                self.duration_s
+            );
+        }
+        if self.busy_delay_ms == 0 {
+            bail!("lease.busy_delay_ms must be positive");
+        }
+        Ok(())
+    }
+}
+
 impl Config {
     /// Read the file (if any) and apply the environment.
     pub fn load(path: Option<&Path>) -> Result<Config> {
@@ -247,6 +290,18 @@ mod tests {
         assert_eq!(c.broker.prefix, "b");
         assert_eq!(c.broker.delivery_limit, 9);
         assert_eq!(c.gate.budget_bytes, Some(1024));
+    }
+
+    #[test]
+    fn lease_renewal_must_be_a_fraction_of_the_lease() {
+        assert!(LeaseConfig::default().check().is_ok());
+        for renew_s in [0, 31, 60] {
+            let l = LeaseConfig {
+                renew_s,
+                ..LeaseConfig::default()
+            };
+            assert!(l.check().is_err(), "renew_s {renew_s}");
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@
 mod fault;
 mod handle;
 pub mod jobs;
+mod lease;
 mod reply;
 
 use std::collections::HashMap;
@@ -26,7 +27,7 @@ use crate::config::Config;
 use crate::gate::{self, estimate, Gate, Reservation};
 use crate::gpu::{select_backend, BackendChoice};
 use crate::groth16::Backend;
-use crate::ledger::Ledger;
+use crate::ledger::{Holder, Ledger};
 use crate::pipeline::Pipeline;
 use crate::telemetry::{self, http::Health, Metrics};
 
@@ -65,9 +66,12 @@ pub(crate) struct Worker {
     resident: Mutex<HashMap<String, Reservation>>,
     /// One lock per job id being processed here (see `handle`).
     job_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// This process as a lease holder in the ledger.
+    holder: Holder,
 }
 
 pub async fn run_async(cfg: Config) -> Result<()> {
+    cfg.lease.check()?;
     let name = cfg.worker_name();
     let metrics = Arc::new(Metrics::new()?);
     let health = Arc::new(Health::default());
@@ -106,6 +110,11 @@ pub async fn run_async(cfg: Config) -> Result<()> {
         health,
         resident: Mutex::new(HashMap::new()),
         job_locks: Mutex::new(HashMap::new()),
+        holder: Holder {
+            worker: name.clone(),
+            token: format!("{name}/{}", uuid::Uuid::new_v4()),
+            lease: Duration::from_secs(cfg.lease.duration_s),
+        },
         cfg,
     });
     let largest = worker.fetch_bytes();
