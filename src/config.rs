@@ -139,8 +139,16 @@ pub struct PipelineConfig {
     pub device: usize,
     /// Threads running the G2 finalizer, so it keeps up with the backend.
     pub finalizer_threads: usize,
-    /// Test-only fault injection: `kill-after-publish` sends SIGKILL to the worker itself
-    /// between the confirmed publish of a result and the ack of its job.
+    /// Consecutive proving-start failures (no success in between) after which the backend
+    /// counts as broken: the worker stops taking jobs and hands back the ones it holds.
+    pub max_backend_failures: u32,
+    /// What a worker with a broken backend does once it has handed its jobs back: `exit`
+    /// (non-zero, so systemd's `Restart=on-failure` starts it again with a fresh GPU context)
+    /// or `stay` (up, `/readyz` 503, until an operator restarts it).
+    pub on_unhealthy: String,
+    /// Test-only fault injection: `backend-error` makes every proving start fail;
+    /// `kill-after-publish` sends SIGKILL to the worker itself between the confirmed publish
+    /// of a result and the ack of its job.
     pub fault: Option<String>,
 }
 
@@ -150,6 +158,8 @@ impl Default for PipelineConfig {
             backend: "auto".into(),
             device: 0,
             finalizer_threads: 1,
+            max_backend_failures: 3,
+            on_unhealthy: "exit".into(),
             fault: None,
         }
     }
@@ -194,6 +204,17 @@ impl LeaseConfig {
             bail!("lease.busy_delay_ms must be positive");
         }
         Ok(())
+    }
+}
+
+impl PipelineConfig {
+    /// Whether a worker with a broken backend exits (after handing its jobs back).
+    pub fn exit_when_unhealthy(&self) -> Result<bool> {
+        match self.on_unhealthy.as_str() {
+            "exit" => Ok(true),
+            "stay" => Ok(false),
+            other => bail!("pipeline.on_unhealthy must be \"exit\" or \"stay\", not {other:?}"),
+        }
     }
 }
 

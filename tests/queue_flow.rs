@@ -223,6 +223,8 @@ async fn transient_failures_retry_with_backoff_then_dead_letter_and_replay_reset
     let env = Env::new("retry");
     let mut config = env.config.clone();
     config.pipeline.fault = Some("backend-error".into());
+    // A backend that fails now and then, not one judged broken (that is `queue_health`).
+    config.pipeline.max_backend_failures = 100;
     let mut worker = env.spawn_worker_with("faulty", &config);
     let b = env.broker().await;
     publish_job(&b, &canary_job("retry-1", 1, 3)).await;

@@ -14,13 +14,14 @@ use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions};
 use tokio::sync::oneshot;
 
+use super::health::Verdict;
 use super::lease::LeaseKeeper;
 use super::reply::{self, Echo};
 use super::{jobs, Worker};
 use crate::broker::{headers, Broker};
 use crate::gate::Reservation;
 use crate::ledger::{Claim, JobIdentity};
-use crate::pipeline::{Stage, Submission};
+use crate::pipeline::{Stage, StageError, Submission};
 use crate::schema::{
     self, DecodedJob, ErrorKind, JobError, JobKind, PartitionTiming, ResultV1, Status,
 };
@@ -34,6 +35,8 @@ pub(super) enum Outcome {
     /// The job is being proved now, by another worker or another task of this one: look at it
     /// again after `lease.busy_delay_ms`, without charging it a retry.
     Busy { job_id: String, holder: String },
+    /// This worker's backend is broken: give the job to another worker, without charging it.
+    HandBack { job_id: String },
     /// Deliveries of this job (over all its copies) ended unsettled more often than the
     /// delivery limit allows: it probably kills workers. Dead-letter it as poison.
     Poison { job_id: String, returns: u32 },
@@ -104,6 +107,9 @@ impl Worker {
                 job_id: message_id,
                 returns,
             };
+        }
+        if self.backend_health.is_broken() {
+            return Outcome::HandBack { job_id: message_id };
         }
         let decoded = match schema::job::decode(&delivery.data, &self.cfg.limits) {
             Ok(d) => d,
@@ -232,6 +238,9 @@ impl Worker {
         }
         let proved = match done_rx.await {
             Ok(Ok(p)) => p,
+            Ok(Err(stage_err)) if stage_err.stage == Stage::Start => {
+                return self.backend_failed(stage_err, echo, retries).await;
+            }
             Ok(Err(stage_err)) => {
                 let kind = match (stage_err.stage, job.kind) {
                     // Synthesis of a PoRep partition fails on inputs that do not describe a
@@ -248,6 +257,7 @@ impl Worker {
                 return self.fail(e, echo, retries).await;
             }
         };
+        self.backend_health.succeeded();
         let srs_reservation = reservation.split(srs_part);
         self.keep_resident(&est.srs_key, srs_reservation);
         drop(reservation);
@@ -272,6 +282,46 @@ impl Worker {
             return Outcome::Answer(echo.ok(&self.name, recorded, attempts, true, vec![]));
         }
         Outcome::Answer(echo.ok(&self.name, proved.proof, attempts, false, proved.timings))
+    }
+
+    /// A failed proving start: retried like any transient failure while the backend counts
+    /// as healthy; once it does not, the job is handed back uncharged.
+    async fn backend_failed(&self, e: StageError, echo: Echo, retries: u32) -> Outcome {
+        self.metrics.backend_failures.inc();
+        match self.backend_health.failed() {
+            Verdict::StillHealthy => {
+                self.fail(
+                    JobError::new(ErrorKind::Transient, e.to_string()),
+                    echo,
+                    retries,
+                )
+                .await
+            }
+            Verdict::JustBroke { failures } => {
+                let why = format!(
+                    "{failures} consecutive proving starts failed on backend {}; last error: {:#}",
+                    self.backend_name, e.error
+                );
+                tracing::error!(
+                    reason = %why,
+                    "the proving backend is broken: this worker takes no more jobs and hands \
+                     back the ones it holds (their retry budgets untouched). Check the GPU \
+                     (nvidia-smi, kernel log for Xid errors), then restart the worker"
+                );
+                *self
+                    .health
+                    .backend_broken
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()) = Some(why);
+                self.metrics.backend_healthy.set(0);
+                Outcome::HandBack {
+                    job_id: echo.job_id,
+                }
+            }
+            Verdict::Broken => Outcome::HandBack {
+                job_id: echo.job_id,
+            },
+        }
     }
 
     fn job_lock(&self, job_id: &str) -> Arc<tokio::sync::Mutex<()>> {

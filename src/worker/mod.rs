@@ -3,9 +3,14 @@
 //!
 //! Shutdown: SIGTERM (or a first SIGINT) stops fetching, lets in-flight jobs finish, publish
 //! and ack, and exits 0. A second SIGINT exits at once; the broker redelivers what was unacked.
+//!
+//! A worker whose proving backend is broken (`health`) stops fetching, hands its jobs back,
+//! and exits non-zero once they are settled (`pipeline.on_unhealthy = "exit"`, the default:
+//! systemd starts it again with a fresh GPU context), or stays up and not ready (`"stay"`).
 
 mod fault;
 mod handle;
+mod health;
 pub mod jobs;
 mod lease;
 mod reply;
@@ -16,7 +21,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use lapin::options::BasicGetOptions;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_util::sync::CancellationToken;
@@ -68,10 +73,13 @@ pub(crate) struct Worker {
     job_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// This process as a lease holder in the ledger.
     holder: Holder,
+    backend_name: String,
+    backend_health: health::BackendHealth,
 }
 
 pub async fn run_async(cfg: Config) -> Result<()> {
     cfg.lease.check()?;
+    let exit_when_unhealthy = cfg.pipeline.exit_when_unhealthy()?;
     let name = cfg.worker_name();
     let metrics = Arc::new(Metrics::new()?);
     let health = Arc::new(Health::default());
@@ -96,6 +104,7 @@ pub async fn run_async(cfg: Config) -> Result<()> {
         .map_err(|e| anyhow::anyhow!("pipeline.backend: {e} (auto, cpu or cuda)"))?;
     let backend: Arc<dyn Backend> = Arc::from(select_backend(choice, cfg.pipeline.device)?);
     let backend = fault::wrap_backend(cfg.pipeline.fault.as_deref(), backend);
+    let backend_name = backend.name();
     let pipeline = Pipeline::start(backend, cfg.pipeline.finalizer_threads)?;
     let ledger = Ledger::connect(&cfg.ledger).await?;
     health.ledger_up.store(true, Ordering::Relaxed);
@@ -115,6 +124,8 @@ pub async fn run_async(cfg: Config) -> Result<()> {
             token: format!("{name}/{}", uuid::Uuid::new_v4()),
             lease: Duration::from_secs(cfg.lease.duration_s),
         },
+        backend_name,
+        backend_health: health::BackendHealth::new(cfg.pipeline.max_backend_failures),
         cfg,
     });
     let largest = worker.fetch_bytes();
@@ -132,6 +143,14 @@ pub async fn run_async(cfg: Config) -> Result<()> {
 
     let tracker = TaskTracker::new();
     let fetched = worker.fetch_loop(&tracker, &stop).await;
+    let broken = worker.backend_health.is_broken();
+    if broken && !exit_when_unhealthy && !stop.is_cancelled() {
+        tracing::error!(
+            "not taking jobs: the proving backend is broken; staying up and not ready until \
+             restarted (pipeline.on_unhealthy = \"stay\")"
+        );
+        stop.cancelled().await;
+    }
     worker.health.draining.store(true, Ordering::Relaxed);
     tracker.close();
     tracing::info!(
@@ -144,26 +163,43 @@ pub async fn run_async(cfg: Config) -> Result<()> {
     }
     telemetry_stop.cancel();
     tracing::info!("worker stopped");
-    fetched
+    fetched?;
+    if broken {
+        // Non-zero, so that systemd (`Restart=on-failure`) starts it again with a fresh
+        // backend, and so that the stop shows as a failure.
+        let why = worker
+            .health
+            .backend_broken
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .unwrap_or_default();
+        return Err(anyhow!(
+            "stopped because the proving backend is broken: {why}"
+        ));
+    }
+    Ok(())
 }
 
 impl Worker {
-    /// Reserve, fetch, hand off; until `stop`.
+    /// Reserve, fetch, hand off; until `stop`, or until the backend is judged broken.
     async fn fetch_loop(
         self: &Arc<Self>,
         tracker: &TaskTracker,
         stop: &CancellationToken,
     ) -> Result<()> {
         let poll = Duration::from_millis(self.cfg.broker.poll_interval_ms.max(10));
+        let broken = self.backend_health.broken();
         loop {
             let reservation = tokio::select! {
                 r = self.gate.reserve(self.fetch_bytes()) => r,
                 _ = stop.cancelled() => return Ok(()),
+                _ = broken.cancelled() => return Ok(()),
             };
             self.metrics
                 .gate_reserved_bytes
                 .set(self.gate.used() as i64);
-            if stop.is_cancelled() {
+            if stop.is_cancelled() || broken.is_cancelled() {
                 return Ok(());
             }
             let broker = self.broker().await?;
@@ -186,6 +222,7 @@ impl Worker {
                     tokio::select! {
                         _ = tokio::time::sleep(poll) => {}
                         _ = stop.cancelled() => return Ok(()),
+                        _ = broken.cancelled() => return Ok(()),
                     }
                 }
                 Err(e) => {

@@ -1,6 +1,7 @@
 //! Settling a job on the broker: the result to its reply queue, and for failures the dead-letter
-//! queue or a retry delay queue; a job being proved elsewhere goes to the wait queue. Every
-//! publish is confirmed before the job is acked.
+//! queue or a retry delay queue; a job being proved elsewhere goes to the wait queue, one this
+//! worker cannot prove back to the job queue. Every publish is confirmed before the job is
+//! acked.
 //!
 //! Putting a job off is done by publishing a copy and acking the delivery, never by a nack
 //! with requeue: a quorum queue counts every requeue against `x-delivery-limit`, so a job
@@ -17,7 +18,7 @@ use lapin::BasicProperties;
 
 use super::handle::Outcome;
 use super::Worker;
-use crate::broker::{self, headers, publish_confirmed, PublishError};
+use crate::broker::{self, headers, publish_confirmed, topology::JOB_KEY, PublishError};
 use crate::schema::{self, result::ErrorInfo, ErrorKind, JobError, JobV1, ResultV1, Status};
 
 /// What a result echoes of its job.
@@ -131,6 +132,7 @@ pub(super) async fn settle(worker: &Worker, delivery: &Delivery, outcome: Outcom
             fail_and_dead_letter(worker, delivery, error, echo, retries).await
         }
         Outcome::Busy { job_id, holder } => defer(worker, delivery, &job_id, &holder).await,
+        Outcome::HandBack { job_id } => hand_back(worker, delivery, &job_id).await,
         Outcome::Poison { job_id, returns } => {
             let error = JobError::new(
                 ErrorKind::Transient,
@@ -175,6 +177,34 @@ async fn defer(worker: &Worker, delivery: &Delivery, job_id: &str, holder: &str)
         holder,
         delay_ms = delay,
         "job put off while it is being proved elsewhere"
+    );
+    Ok(())
+}
+
+/// Give a job back to the job queue for another worker, with its retry count unchanged.
+async fn hand_back(worker: &Worker, delivery: &Delivery, job_id: &str) -> Result<()> {
+    let broker = worker.broker().await?;
+    let props = delivery
+        .properties
+        .clone()
+        .with_headers(headers::for_copy(&delivery.properties, vec![]));
+    publish_confirmed(
+        &broker.publish,
+        &broker.names.jobs_exchange(),
+        JOB_KEY,
+        &delivery.data,
+        props,
+    )
+    .await
+    .with_context(|| format!("handing job {job_id} back to the job queue"))?;
+    worker
+        .metrics
+        .jobs
+        .with_label_values(&["handed_back"])
+        .inc();
+    tracing::warn!(
+        job_id,
+        "job handed back to the queue: this worker's proving backend is broken"
     );
     Ok(())
 }
