@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, Result};
 use blstrs::Scalar as Fr;
@@ -25,6 +25,8 @@ pub(super) struct JobCtx {
     srs: Arc<Srs>,
     partitions: usize,
     t0: Instant,
+    /// `t0` as Unix time in milliseconds: lets timings of different jobs be compared.
+    origin_unix_ms: u64,
     failed: AtomicBool,
     progress: Progress,
     done: Mutex<Option<oneshot::Sender<Result<Proved, StageError>>>>,
@@ -108,6 +110,10 @@ pub(super) fn synthesis(
 ) {
     for sub in jobs {
         let t0 = Instant::now();
+        let origin_unix_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
         let srs = match guarded(Stage::Srs, || sub.job.srs()) {
             Ok(srs) => srs,
             Err(e) => {
@@ -122,6 +128,7 @@ pub(super) fn synthesis(
             srs,
             partitions,
             t0,
+            origin_unix_ms,
             failed: AtomicBool::new(false),
             progress: sub.progress,
             done: Mutex::new(Some(sub.done)),
@@ -299,6 +306,7 @@ pub(super) fn assemble(items: Receiver<AssembleItem>) {
         ctx.answer(verified.map(|proof| Proved {
             proof,
             timings,
+            origin_unix_ms: ctx.origin_unix_ms,
             verify_ms,
         }));
     }

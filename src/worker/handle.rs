@@ -155,7 +155,7 @@ impl Worker {
             Claim::Proved { proof, attempts } => {
                 tracing::info!(job_id = %job.job_id, "already proved: answering from the ledger");
                 self.metrics.jobs.with_label_values(&["from_ledger"]).inc();
-                return Outcome::Answer(echo.ok(&self.name, proof, attempts, true, vec![]));
+                return Outcome::Answer(echo.ok(&self.name, proof, attempts, true, vec![], 0));
             }
             Claim::Busy { worker, lease_left } => {
                 tracing::info!(job_id = %job.job_id, holder = %worker,
@@ -279,9 +279,16 @@ impl Worker {
             // Only after a lapsed lease (see `lease`): publish what the ledger holds, so that
             // every result of this job carries the same bytes.
             tracing::warn!(job_id = %job.job_id, "another worker recorded a proof first; publishing that one");
-            return Outcome::Answer(echo.ok(&self.name, recorded, attempts, true, vec![]));
+            return Outcome::Answer(echo.ok(&self.name, recorded, attempts, true, vec![], 0));
         }
-        Outcome::Answer(echo.ok(&self.name, proved.proof, attempts, false, proved.timings))
+        Outcome::Answer(echo.ok(
+            &self.name,
+            proved.proof,
+            attempts,
+            false,
+            proved.timings,
+            proved.origin_unix_ms,
+        ))
     }
 
     /// A failed proving start: retried like any transient failure while the backend counts
@@ -368,6 +375,7 @@ impl Echo {
         attempts: u32,
         from_ledger: bool,
         timings: Vec<PartitionTiming>,
+        timings_origin_ms: u64,
     ) -> ResultV1 {
         ResultV1 {
             v: schema::VERSION,
@@ -383,6 +391,7 @@ impl Echo {
             attempts,
             from_ledger,
             timings,
+            timings_origin_ms,
         }
     }
 }

@@ -70,6 +70,7 @@ impl Echo {
             attempts,
             from_ledger: false,
             timings: vec![],
+            timings_origin_ms: 0,
         }
     }
 }
