@@ -51,6 +51,22 @@ pub fn get_str(props: &BasicProperties, key: &str) -> Option<String> {
     }
 }
 
+/// The reason of the most recent dead-lettering recorded by RabbitMQ (`x-death` lists the
+/// most recent first).
+pub fn last_death_reason(props: &BasicProperties) -> Option<String> {
+    let AMQPValue::FieldArray(deaths) = get(props, "x-death")? else {
+        return None;
+    };
+    let AMQPValue::FieldTable(last) = deaths.as_slice().first()? else {
+        return None;
+    };
+    match last.inner().get("reason")? {
+        AMQPValue::LongString(s) => Some(String::from_utf8_lossy(s.as_bytes()).into_owned()),
+        AMQPValue::ShortString(s) => Some(s.as_str().to_string()),
+        _ => None,
+    }
+}
+
 /// Transient retries recorded on a message (0 for a fresh job).
 pub fn attempts(props: &BasicProperties) -> u32 {
     get_int(props, ATTEMPTS)
