@@ -15,7 +15,8 @@ pub struct Metrics {
     /// Per-partition stage latency (`synthesis`, `start`, `finish`) and per-job `verify`,
     /// `publish` and `total`.
     pub stage_seconds: HistogramVec,
-    /// Time from a job's publication (AMQP timestamp) to its fetch by a worker.
+    /// Time from a job's publication (AMQP timestamp) to its fetch by a worker; copies the
+    /// worker republished itself (retries, put-off or handed-back jobs) are not counted again.
     pub queue_wait_seconds: Histogram,
     pub retries: IntCounter,
     pub gate_budget_bytes: IntGauge,

@@ -50,7 +50,11 @@ impl Worker {
         reservation: Reservation,
     ) {
         self.metrics.jobs_in_flight.inc();
-        if let Some(ts) = delivery.properties.timestamp() {
+        // Copies the worker published itself (retries, put-off or handed-back deliveries)
+        // keep the job's first timestamp: counting them again would report time spent in a
+        // delay queue or being proved elsewhere as time waiting for a worker.
+        let is_copy = headers::get(&delivery.properties, headers::RETURNS).is_some();
+        if let (Some(ts), false) = (delivery.properties.timestamp(), is_copy) {
             let now = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map(|d| d.as_secs())
