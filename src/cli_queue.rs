@@ -285,8 +285,7 @@ pub fn status(args: StatusArgs) -> Result<()> {
     runtime()?.block_on(async move {
         let broker = connect(&config).await?;
         let names = &broker.names;
-        let mut queues = vec![names.jobs_queue(), names.dlq(), names.results()];
-        queues.extend((1..=config.retry.max_retries).map(|a| names.retry_queue(a)));
+        let queues = names.all_queues(config.retry.max_retries);
         println!("{:<40} {:>10} {:>10}", "queue", "messages", "consumers");
         for q in queues {
             let opts = QueueDeclareOptions {
@@ -327,12 +326,37 @@ pub fn dlq_summary(props: &BasicProperties) -> (String, String, i64, i64, i64, S
         .as_ref()
         .map(|s| s.to_string())
         .unwrap_or_default();
+    // The worker's own reason first; else why RabbitMQ dead-lettered it most recently (a
+    // retried job also died once before, by expiring from its delay queue).
     let reason = headers::get_str(props, headers::REASON)
+        .or_else(|| headers::last_death_reason(props))
         .or_else(|| headers::get_str(props, headers::FIRST_DEATH_REASON))
         .unwrap_or_else(|| "unknown".into());
     let attempts = headers::get_int(props, headers::ATTEMPTS).unwrap_or(0);
     let miner = headers::get_int(props, headers::MINER).unwrap_or(-1);
     let sector = headers::get_int(props, headers::SECTOR).unwrap_or(-1);
-    let error = headers::get_str(props, headers::ERROR).unwrap_or_default();
+    let error = headers::get_str(props, headers::ERROR)
+        .filter(|_| headers::get_str(props, headers::REASON).is_some())
+        .unwrap_or_else(|| broker_reason_text(&reason, props));
     (id, reason, attempts, miner, sector, error)
+}
+
+/// What a reason RabbitMQ gave means, for a message the worker did not dead-letter itself.
+fn broker_reason_text(reason: &str, props: &BasicProperties) -> String {
+    match reason {
+        headers::POISON_REASON => {
+            let count = match headers::returns(props) {
+                0 => "more deliveries than the job queue's x-delivery-limit allows".to_string(),
+                n => format!("{n} deliveries"),
+            };
+            format!(
+                "returned unacked after {count}: workers died or lost their channel while \
+                 holding it (a job that crashes workers?)"
+            )
+        }
+        "rejected" => "rejected by a consumer without requeue".into(),
+        "expired" => "expired in a queue".into(),
+        "maxlen" => "dropped because a queue was over its length limit".into(),
+        other => format!("dead-lettered by RabbitMQ ({other})"),
+    }
 }

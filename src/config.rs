@@ -24,6 +24,7 @@ pub struct Config {
     pub retry: RetryConfig,
     pub telemetry: TelemetryConfig,
     pub pipeline: PipelineConfig,
+    pub lease: LeaseConfig,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -142,8 +143,16 @@ pub struct PipelineConfig {
     pub synthesis_threads: usize,
     /// Threads running the G2 finalizer, so it keeps up with the backend.
     pub finalizer_threads: usize,
-    /// Test-only fault injection: `kill-after-publish` sends SIGKILL to the worker itself
-    /// between the confirmed publish of a result and the ack of its job.
+    /// Consecutive proving-start failures (no success in between) after which the backend
+    /// counts as broken: the worker stops taking jobs and hands back the ones it holds.
+    pub max_backend_failures: u32,
+    /// What a worker with a broken backend does once it has handed its jobs back: `exit`
+    /// (non-zero, so systemd's `Restart=on-failure` starts it again with a fresh GPU context)
+    /// or `stay` (up, `/readyz` 503, until an operator restarts it).
+    pub on_unhealthy: String,
+    /// Test-only fault injection: `backend-error` makes every proving start fail;
+    /// `kill-after-publish` sends SIGKILL to the worker itself between the confirmed publish
+    /// of a result and the ack of its job.
     pub fault: Option<String>,
 }
 
@@ -166,7 +175,62 @@ impl Default for PipelineConfig {
             devices: vec![0],
             synthesis_threads: 2,
             finalizer_threads: 1,
+            max_backend_failures: 3,
+            on_unhealthy: "exit".into(),
             fault: None,
+        }
+    }
+}
+
+/// The ledger lease a worker holds on a job while proving it, so that no second worker proves
+/// the same job at the same time.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LeaseConfig {
+    /// How long a lease lasts without renewal: after a worker dies (kill -9, power loss),
+    /// another worker takes its job over once this has passed.
+    pub duration_s: u64,
+    /// How often a proving worker renews its leases; a fraction of `duration_s`, so that a
+    /// slow database round or two does not lose the lease.
+    pub renew_s: u64,
+    /// How long a delivery of a job that another worker is proving waits in the delay queue
+    /// before it is looked at again (then answered from the ledger once the proof is there).
+    pub busy_delay_ms: u64,
+}
+
+impl Default for LeaseConfig {
+    fn default() -> Self {
+        LeaseConfig {
+            duration_s: 60,
+            renew_s: 15,
+            busy_delay_ms: 5_000,
+        }
+    }
+}
+
+impl LeaseConfig {
+    pub fn check(&self) -> Result<()> {
+        if self.renew_s == 0 || self.renew_s.saturating_mul(2) > self.duration_s {
+            bail!(
+                "lease.renew_s ({}) must be at least 1 and at most half of lease.duration_s ({})",
+                self.renew_s,
+                self.duration_s
+            );
+        }
+        if self.busy_delay_ms == 0 {
+            bail!("lease.busy_delay_ms must be positive");
+        }
+        Ok(())
+    }
+}
+
+impl PipelineConfig {
+    /// Whether a worker with a broken backend exits (after handing its jobs back).
+    pub fn exit_when_unhealthy(&self) -> Result<bool> {
+        match self.on_unhealthy.as_str() {
+            "exit" => Ok(true),
+            "stay" => Ok(false),
+            other => bail!("pipeline.on_unhealthy must be \"exit\" or \"stay\", not {other:?}"),
         }
     }
 }
@@ -264,6 +328,18 @@ mod tests {
         assert_eq!(c.broker.prefix, "b");
         assert_eq!(c.broker.delivery_limit, 9);
         assert_eq!(c.gate.budget_bytes, Some(1024));
+    }
+
+    #[test]
+    fn lease_renewal_must_be_a_fraction_of_the_lease() {
+        assert!(LeaseConfig::default().check().is_ok());
+        for renew_s in [0, 31, 60] {
+            let l = LeaseConfig {
+                renew_s,
+                ..LeaseConfig::default()
+            };
+            assert!(l.check().is_err(), "renew_s {renew_s}");
+        }
     }
 
     #[test]

@@ -59,6 +59,51 @@ async fn canary_job_is_proved_published_acked_and_recorded_with_overlapping_stag
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn partitions_of_two_jobs_overlap_in_one_worker() {
+    let env = Env::new("overlap2");
+    let worker = env.spawn_worker("w1");
+    worker.wait_log("worker started", T).await;
+    let b = env.broker().await;
+    publish_job(&b, &canary_job("overlap-a", 8, 43)).await;
+    publish_job(&b, &canary_job("overlap-b", 8, 44)).await;
+    let mut results = results_of(&b, &["overlap-a", "overlap-b"], T).await;
+    for r in &results {
+        assert_eq!(r.status, Status::Ok, "{r:?}");
+        assert_eq!(r.timings.len(), 8);
+        assert!(r.timings_origin_ms > 0);
+    }
+    // On one time line (Unix ms): the job that entered the pipeline first, and the other.
+    results.sort_by_key(|r| r.timings_origin_ms);
+    let at = |r: &c2q::schema::ResultV1, ms: u64| r.timings_origin_ms + ms;
+    let (first, second) = (&results[0], &results[1]);
+    let first_last_start_end = first
+        .timings
+        .iter()
+        .map(|t| at(first, t.start_end_ms))
+        .max()
+        .unwrap();
+    let second_begun = second
+        .timings
+        .iter()
+        .map(|t| at(second, t.synth_start_ms))
+        .min()
+        .unwrap();
+    // The second job's synthesis began while a partition of the first was still in proving
+    // start, not after the first job was done.
+    assert!(
+        second_begun < first_last_start_end,
+        "no overlap: job 2 began at {second_begun}, job 1's last proving start ended at \
+         {first_last_start_end}: {results:?}"
+    );
+    let ledger = env.ledger().await;
+    for id in ["overlap-a", "overlap-b"] {
+        let row = wait_row(&ledger, id, T, |r| r.status == "published").await;
+        assert_eq!(row.proofs_computed, 1);
+    }
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn duplicates_are_answered_from_the_ledger_and_reused_ids_rejected() {
     let env = Env::new("dup");
     let _worker = env.spawn_worker("w1");
@@ -223,6 +268,8 @@ async fn transient_failures_retry_with_backoff_then_dead_letter_and_replay_reset
     let env = Env::new("retry");
     let mut config = env.config.clone();
     config.pipeline.fault = Some("backend-error".into());
+    // A backend that fails now and then, not one judged broken (that is `queue_health`).
+    config.pipeline.max_backend_failures = 100;
     let mut worker = env.spawn_worker_with("faulty", &config);
     let b = env.broker().await;
     publish_job(&b, &canary_job("retry-1", 1, 3)).await;

@@ -189,6 +189,12 @@ async fn channel_closed_by_consumer_timeout_is_survived() {
         "the channel was not closed: {}",
         w.log()
     );
+    // The redelivery waited for the proof instead of proving again, and was answered from the
+    // ledger.
+    let second = result_for(&b, "ctmo-1", T).await;
+    assert!(second.from_ledger, "{second:?}");
+    assert_eq!(second.proof, first.proof);
     assert_eq!(depth(&b, &b.names.jobs_queue()).await, 0);
+    assert_eq!(depth(&b, &b.names.wait_queue()).await, 0);
     env.cleanup().await;
 }

@@ -20,6 +20,7 @@ const DROP_ON_REPLAY: &[&str] = &[
     headers::DEAD_AT,
     headers::FIRST_DEATH_REASON,
     headers::DELIVERY_COUNT,
+    headers::RETURNS,
     "x-death",
     "x-first-death-exchange",
     "x-first-death-queue",

@@ -5,10 +5,12 @@
 //!                 ▲                                 │ worker: basic_get, gated by memory
 //!                 │ TTL expiry (dead-letter)        ├──▶ result ──▶ reply_to | {P}.results
 //!  {P}.retry.N (classic, per-message TTL) ◀─────────┤ transient failure, attempt N
+//!  {P}.wait (classic, per-message TTL) ◀────────────┤ another worker holds the job's lease
 //!                                                   └──▶ {P}.dlx (fanout) ──▶ {P}.dlq
 //! ```
 //! One delay queue per retry level keeps messages with very different delays from blocking
-//! each other (TTL expiry happens only at a queue's head).
+//! each other (TTL expiry happens only at a queue's head). `{P}.wait` holds jobs for one fixed
+//! delay and costs them nothing: no retry is counted.
 
 use anyhow::{Context, Result};
 use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
@@ -46,6 +48,21 @@ impl Names {
     }
     pub fn retry_queue(&self, attempt: u32) -> String {
         format!("{}.retry.{attempt}", self.prefix)
+    }
+    /// Delay queue for deliveries of jobs that another worker is proving.
+    pub fn wait_queue(&self) -> String {
+        format!("{}.wait", self.prefix)
+    }
+    /// Every queue c2q declares under this prefix, with `retries` retry levels.
+    pub fn all_queues(&self, retries: u32) -> Vec<String> {
+        let mut queues = vec![
+            self.jobs_queue(),
+            self.wait_queue(),
+            self.dlq(),
+            self.results(),
+        ];
+        queues.extend((1..=retries).map(|a| self.retry_queue(a)));
+        queues
     }
 }
 
@@ -120,14 +137,17 @@ pub async fn declare(ch: &Channel, names: &Names, delivery_limit: u32, retries: 
         .await
         .with_context(|| format!("declaring {rq}"))?;
 
-    for attempt in 1..=retries {
+    let delay_queues = (1..=retries)
+        .map(|attempt| names.retry_queue(attempt))
+        .chain([names.wait_queue()]);
+    for name in delay_queues {
+        // Expired messages go back to the job queue.
         let mut args = FieldTable::default();
         args.insert(
             "x-dead-letter-exchange".into(),
             str_value(&names.jobs_exchange()),
         );
         args.insert("x-dead-letter-routing-key".into(), str_value(JOB_KEY));
-        let name = names.retry_queue(attempt);
         ch.queue_declare(&name, durable_queue(), args)
             .await
             .with_context(|| format!("declaring {name}"))?;

@@ -5,8 +5,10 @@ use anyhow::{Context, Result};
 use deadpool_postgres::Object;
 
 /// `(version, name, sql)`, in order. A migration is never edited once released: add a new one.
-const MIGRATIONS: &[(i32, &str, &str)] =
-    &[(1, "jobs", include_str!("../../migrations/0001_jobs.sql"))];
+const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (1, "jobs", include_str!("../../migrations/0001_jobs.sql")),
+    (2, "lease", include_str!("../../migrations/0002_lease.sql")),
+];
 
 /// Create `schema` if needed and bring it to the latest version.
 pub async fn migrate(client: &mut Object, schema: &str) -> Result<()> {

@@ -4,6 +4,7 @@
 //! and marked published before its message is acked. Whatever point a worker dies at, the next
 //! delivery finds either nothing to reuse (prove) or the proof (answer from the ledger).
 
+mod lease;
 pub mod migrate;
 
 use std::str::FromStr;
@@ -47,12 +48,30 @@ pub struct JobIdentity {
 /// The ledger's answer when a worker starts on a job.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Claim {
-    /// Prove it; `attempts` counts this start.
+    /// Prove it; `attempts` counts this start. The claimant now holds the job's lease.
     Prove { attempts: u32 },
     /// Already proved: publish this proof without proving again.
     Proved { proof: Vec<u8>, attempts: u32 },
+    /// Another live worker holds the lease and is proving the job now: do not prove it too.
+    Busy {
+        /// The worker holding the lease, as recorded.
+        worker: String,
+        /// How much longer its lease lasts unless renewed.
+        lease_left: Duration,
+    },
     /// The job id is known with a different payload.
     Mismatch,
+}
+
+/// Who claims a job, and for how long.
+#[derive(Clone, Debug)]
+pub struct Holder {
+    /// The worker's name, recorded in the ledger and in results.
+    pub worker: String,
+    /// Unique to one worker process, so that a restarted worker with the same name does not
+    /// take its dead predecessor's lease for its own.
+    pub token: String,
+    pub lease: Duration,
 }
 
 #[derive(Clone, Debug)]
@@ -64,6 +83,8 @@ pub struct LedgerRow {
     pub worker: Option<String>,
     pub error_kind: Option<String>,
     pub has_proof: bool,
+    /// Worker name and process token of the lease, while one is held.
+    pub lease_holder: Option<String>,
 }
 
 #[derive(Clone)]
@@ -140,23 +161,28 @@ impl Ledger {
         self.pool.get().await.context("connecting to PostgreSQL")
     }
 
-    /// Start (or restart) work on a job, or find its proof.
-    pub async fn claim(&self, id: &JobIdentity, worker: &str) -> Result<Claim> {
-        self.retrying(|| self.claim_once(id, worker))
+    /// Start (or restart) work on a job and take its lease, or find its proof, or find that
+    /// another worker holds it.
+    pub async fn claim(&self, id: &JobIdentity, holder: &Holder) -> Result<Claim> {
+        self.retrying(|| self.claim_once(id, holder))
             .await
             .with_context(|| format!("ledger: claiming job {}", id.job_id))
     }
 
-    async fn claim_once(&self, id: &JobIdentity, worker: &str) -> Result<Claim> {
+    async fn claim_once(&self, id: &JobIdentity, holder: &Holder) -> Result<Claim> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         let miner = i64::try_from(id.miner_id).context("miner id out of range")?;
         let sector = i64::try_from(id.sector_number).context("sector number out of range")?;
+        let lease_s = holder.lease.as_secs_f64();
+        // Lease times are the database's clock (`now()`), so workers' clocks need not agree.
         let inserted = tx
             .execute(
                 "INSERT INTO jobs (job_id, kind, registered_proof, miner_id, sector_number,
-                                   c1_digest, status, attempts, worker, started_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, 'running', 1, $7, now())
+                                   c1_digest, status, attempts, worker, started_at,
+                                   lease_holder, lease_until)
+                 VALUES ($1, $2, $3, $4, $5, $6, 'running', 1, $7, now(),
+                         $8, now() + make_interval(secs => $9))
                  ON CONFLICT (job_id) DO NOTHING",
                 &[
                     &id.job_id,
@@ -165,7 +191,9 @@ impl Ledger {
                     &miner,
                     &sector,
                     &&id.digest[..],
-                    &worker,
+                    &holder.worker,
+                    &holder.token,
+                    &lease_s,
                 ],
             )
             .await?;
@@ -175,7 +203,9 @@ impl Ledger {
         }
         let row = tx
             .query_one(
-                "SELECT c1_digest, status, attempts, proof FROM jobs WHERE job_id = $1 FOR UPDATE",
+                "SELECT c1_digest, status, attempts, proof, worker, lease_holder,
+                        greatest(extract(epoch FROM lease_until - now()), 0)::float8
+                 FROM jobs WHERE job_id = $1 FOR UPDATE",
                 &[&id.job_id],
             )
             .await?;
@@ -183,6 +213,9 @@ impl Ledger {
         let status: String = row.get(1);
         let attempts: i32 = row.get(2);
         let proof: Option<Vec<u8>> = row.get(3);
+        let worker: Option<String> = row.get(4);
+        let lease_holder: Option<String> = row.get(5);
+        let lease_left: Option<f64> = row.get(6);
         if digest != id.digest {
             tx.commit().await?;
             return Ok(Claim::Mismatch);
@@ -194,13 +227,25 @@ impl Ledger {
                 attempts: attempts.max(0) as u32,
             });
         }
+        let held_by_other = status == "running"
+            && lease_holder.as_deref().is_some_and(|h| h != holder.token)
+            && lease_left.is_some_and(|s| s > 0.0);
+        if held_by_other {
+            tx.commit().await?;
+            return Ok(Claim::Busy {
+                worker: worker.unwrap_or_default(),
+                lease_left: Duration::from_secs_f64(lease_left.unwrap_or(0.0)),
+            });
+        }
+        // Never started, failed, handed back, or its holder stopped renewing (died): ours.
         let attempts: i32 = tx
             .query_one(
                 "UPDATE jobs SET status = 'running', attempts = attempts + 1, worker = $2,
                         started_at = now(), updated_at = now(), error_kind = NULL,
-                        error_message = NULL
+                        error_message = NULL, lease_holder = $3,
+                        lease_until = now() + make_interval(secs => $4)
                  WHERE job_id = $1 RETURNING attempts",
-                &[&id.job_id, &worker],
+                &[&id.job_id, &holder.worker, &holder.token, &lease_s],
             )
             .await?
             .get(0);
@@ -210,20 +255,36 @@ impl Ledger {
         })
     }
 
-    /// Record a verified proof: from now on the job is answered from the ledger.
-    pub async fn record_proof(&self, job_id: &str, proof: &[u8], timings_json: &str) -> Result<()> {
+    /// Record a verified proof: from now on the job is answered from the ledger. Returns the
+    /// proof of record: this one, or the one recorded first if another worker's lease lapsed
+    /// and both proved (every published result then carries the same bytes). The lease ends.
+    pub async fn record_proof(
+        &self,
+        job_id: &str,
+        proof: &[u8],
+        timings_json: &str,
+    ) -> Result<Vec<u8>> {
         self.retrying(|| async {
-            self.client()
+            let row = self
+                .client()
                 .await?
-                .execute(
-                    "UPDATE jobs SET status = 'proved', proof = $2, timings = CAST($3::text AS jsonb),
-                            proofs_computed = proofs_computed + 1, proved_at = now(),
-                            updated_at = now()
-                     WHERE job_id = $1",
+                .query_opt(
+                    "UPDATE jobs SET
+                        proof = CASE WHEN proof IS NOT NULL AND status IN ('proved', 'published')
+                                     THEN proof ELSE $2 END,
+                        timings = CASE WHEN proof IS NOT NULL AND status IN ('proved', 'published')
+                                       THEN timings ELSE CAST($3::text AS jsonb) END,
+                        proved_at = CASE WHEN proof IS NOT NULL AND status IN ('proved', 'published')
+                                         THEN proved_at ELSE now() END,
+                        status = CASE WHEN status = 'published' THEN 'published' ELSE 'proved' END,
+                        proofs_computed = proofs_computed + 1, lease_until = NULL,
+                        updated_at = now()
+                     WHERE job_id = $1 RETURNING proof",
                     &[&job_id, &proof, &timings_json],
                 )
-                .await?;
-            Ok(())
+                .await?
+                .context("the job's ledger row is gone")?;
+            Ok(row.get::<_, Vec<u8>>(0))
         })
         .await
         .with_context(|| format!("ledger: recording the proof of {job_id}"))
@@ -252,7 +313,8 @@ impl Ledger {
                 .await?
                 .execute(
                     "UPDATE jobs SET error_kind = $2, error_message = $3, updated_at = now(),
-                            status = CASE WHEN status = 'running' THEN 'failed' ELSE status END
+                            status = CASE WHEN status = 'running' THEN 'failed' ELSE status END,
+                            lease_until = NULL
                      WHERE job_id = $1",
                     &[&job_id, &kind, &message],
                 )
@@ -268,7 +330,8 @@ impl Ledger {
         let row = client
             .query_opt(
                 "SELECT job_id, status, attempts, proofs_computed, worker, error_kind,
-                        proof IS NOT NULL
+                        proof IS NOT NULL,
+                        CASE WHEN lease_until > now() THEN lease_holder END
                  FROM jobs WHERE job_id = $1",
                 &[&job_id],
             )
@@ -282,6 +345,7 @@ impl Ledger {
             worker: r.get(4),
             error_kind: r.get(5),
             has_proof: r.get(6),
+            lease_holder: r.get(7),
         }))
     }
 
@@ -298,13 +362,15 @@ impl Ledger {
         Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
     }
 
-    /// Jobs being proved now: `(job_id, worker, started_at)`.
+    /// Jobs being proved now, under a live lease: `(job_id, worker, started_at)`. A
+    /// `running` row without one was handed back or its worker died; it waits for a delivery.
     pub async fn running(&self) -> Result<Vec<(String, Option<String>, String)>> {
         let client = self.client().await?;
         let rows = client
             .query(
                 "SELECT job_id, worker, coalesce(started_at::text, '') FROM jobs
-                 WHERE status = 'running' ORDER BY started_at LIMIT 100",
+                 WHERE status = 'running' AND lease_until > now()
+                 ORDER BY started_at LIMIT 100",
                 &[],
             )
             .await

@@ -51,6 +51,8 @@ impl std::fmt::Display for StageError {
 pub struct Proved {
     pub proof: Vec<u8>,
     pub timings: Vec<PartitionTiming>,
+    /// When the job entered the pipeline (Unix ms): the origin of `timings`.
+    pub origin_unix_ms: u64,
     pub verify_ms: u64,
 }
 

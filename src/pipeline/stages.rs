@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, Result};
 use blstrs::Scalar as Fr;
@@ -25,6 +25,8 @@ pub(super) struct JobCtx {
     srs: Arc<Srs>,
     partitions: usize,
     t0: Instant,
+    /// `t0` as Unix time in milliseconds: lets timings of different jobs be compared.
+    origin_unix_ms: u64,
     failed: AtomicBool,
     progress: Progress,
     done: Mutex<Option<oneshot::Sender<Result<Proved, StageError>>>>,
@@ -111,6 +113,10 @@ fn fail(to_assemble: &Sender<AssembleItem>, ctx: Arc<JobCtx>, partition: usize, 
 pub(super) fn intake(jobs: Receiver<Submission>, to_synth: Sender<SynthItem>) {
     for sub in jobs {
         let t0 = Instant::now();
+        let origin_unix_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
         let srs = match guarded(Stage::Srs, || sub.job.srs()) {
             Ok(srs) => srs,
             Err(e) => {
@@ -125,6 +131,7 @@ pub(super) fn intake(jobs: Receiver<Submission>, to_synth: Sender<SynthItem>) {
             srs,
             partitions,
             t0,
+            origin_unix_ms,
             failed: AtomicBool::new(false),
             progress: sub.progress,
             done: Mutex::new(Some(sub.done)),
@@ -319,6 +326,7 @@ pub(super) fn assemble(items: Receiver<AssembleItem>) {
         ctx.answer(verified.map(|proof| Proved {
             proof,
             timings,
+            origin_unix_ms: ctx.origin_unix_ms,
             verify_ms,
         }));
     }

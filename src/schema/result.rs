@@ -52,6 +52,11 @@ pub struct ResultV1 {
     pub from_ledger: bool,
     #[serde(default)]
     pub timings: Vec<PartitionTiming>,
+    /// Unix time in milliseconds that `timings` count from (when the job entered the
+    /// pipeline), so that the stages of different jobs can be laid on one time line. 0 when
+    /// there are no timings.
+    #[serde(default)]
+    pub timings_origin_ms: u64,
 }
 
 impl ResultV1 {

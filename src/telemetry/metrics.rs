@@ -8,12 +8,15 @@ use prometheus::{
 
 pub struct Metrics {
     pub registry: Registry,
-    /// Jobs by outcome: `proved`, `from_ledger`, `failed`, `retried`, `dead_lettered`.
+    /// Jobs by outcome: `proved`, `from_ledger`, `failed`, `retried`, `dead_lettered`,
+    /// `deferred` (another worker holds the job's lease), `handed_back` (this worker stopped
+    /// taking work).
     pub jobs: IntCounterVec,
     /// Per-partition stage latency (`synthesis`, `start`, `finish`) and per-job `verify`,
     /// `publish` and `total`.
     pub stage_seconds: HistogramVec,
-    /// Time from a job's publication (AMQP timestamp) to its fetch by a worker.
+    /// Time from a job's publication (AMQP timestamp) to its fetch by a worker; copies the
+    /// worker republished itself (retries, put-off or handed-back jobs) are not counted again.
     pub queue_wait_seconds: Histogram,
     pub retries: IntCounter,
     pub gate_budget_bytes: IntGauge,
@@ -21,6 +24,10 @@ pub struct Metrics {
     pub jobs_in_flight: IntGauge,
     pub rss_bytes: IntGauge,
     pub broker_reconnects: IntCounter,
+    /// 1 while the proving backend works; 0 once it is judged broken (the worker then takes
+    /// no more jobs).
+    pub backend_healthy: IntGauge,
+    pub backend_failures: IntCounter,
 }
 
 impl Metrics {
@@ -55,7 +62,16 @@ impl Metrics {
         registry.register(Box::new(gate_reserved_bytes.clone()))?;
         registry.register(Box::new(jobs_in_flight.clone()))?;
         registry.register(Box::new(rss_bytes.clone()))?;
+        let backend_healthy = IntGauge::new(
+            "backend_healthy",
+            "1 while the proving backend works, 0 once the worker stopped taking jobs because of it",
+        )?;
+        backend_healthy.set(1);
+        let backend_failures =
+            IntCounter::new("backend_failures_total", "Proving starts that failed")?;
         registry.register(Box::new(broker_reconnects.clone()))?;
+        registry.register(Box::new(backend_healthy.clone()))?;
+        registry.register(Box::new(backend_failures.clone()))?;
         Ok(Metrics {
             registry,
             jobs,
@@ -67,6 +83,8 @@ impl Metrics {
             jobs_in_flight,
             rss_bytes,
             broker_reconnects,
+            backend_healthy,
+            backend_failures,
         })
     }
 

@@ -1,6 +1,7 @@
 //! Test-only fault injection (`pipeline.fault`), so the failure paths that real hardware
 //! produces rarely can be exercised end to end:
-//! - `backend-error`: proving start always fails (a broken GPU context, say): transient;
+//! - `backend-error`: proving start always fails (a broken GPU context, say): retried as
+//!   transient until the worker judges its backend broken (`health`);
 //! - `kill-after-publish`: SIGKILL between the confirmed publish and the ack (in `reply`).
 
 use std::sync::Arc;

@@ -1,24 +1,30 @@
 //! One delivery, from fetch to ack.
 //!
 //! Order of effects, which is what makes worker death at any point safe:
-//! claim in the ledger → prove → record the proof → publish the result (confirmed) →
-//! mark published → ack. A redelivery after any of these either proves again (nothing was
-//! recorded) or is answered from the ledger (the proof was).
+//! claim in the ledger (taking the job's lease) → prove, renewing the lease → record the proof
+//! (ending the lease) → publish the result (confirmed) → mark published → ack. A redelivery
+//! after any of these either waits (the lease is live: the job is being proved elsewhere),
+//! proves again (nothing was recorded and the lease lapsed or was given up) or is answered
+//! from the ledger (the proof was).
 
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions};
 use tokio::sync::oneshot;
 
+use super::health::Verdict;
+use super::lease::LeaseKeeper;
 use super::reply::{self, Echo};
 use super::{jobs, Worker};
 use crate::broker::{headers, Broker};
 use crate::gate::Reservation;
 use crate::ledger::{Claim, JobIdentity};
-use crate::pipeline::{Stage, Submission};
-use crate::schema::{self, ErrorKind, JobError, JobKind, PartitionTiming, ResultV1, Status};
+use crate::pipeline::{Stage, StageError, Submission};
+use crate::schema::{
+    self, DecodedJob, ErrorKind, JobError, JobKind, PartitionTiming, ResultV1, Status,
+};
 
 /// How a delivery ends.
 pub(super) enum Outcome {
@@ -26,6 +32,14 @@ pub(super) enum Outcome {
     Answer(ResultV1),
     /// Publish a failed result, dead-letter, ack (or retry first, if transient).
     Failed(JobError, Echo, u32),
+    /// The job is being proved now, by another worker or another task of this one: look at it
+    /// again after `lease.busy_delay_ms`, without charging it a retry.
+    Busy { job_id: String, holder: String },
+    /// This worker's backend is broken: give the job to another worker, without charging it.
+    HandBack { job_id: String },
+    /// Deliveries of this job (over all its copies) ended unsettled more often than the
+    /// delivery limit allows: it probably kills workers. Dead-letter it as poison.
+    Poison { job_id: String, returns: u32 },
 }
 
 impl Worker {
@@ -36,7 +50,11 @@ impl Worker {
         reservation: Reservation,
     ) {
         self.metrics.jobs_in_flight.inc();
-        if let Some(ts) = delivery.properties.timestamp() {
+        // Copies the worker published itself (retries, put-off or handed-back deliveries)
+        // keep the job's first timestamp: counting them again would report time spent in a
+        // delay queue or being proved elsewhere as time waiting for a worker.
+        let is_copy = headers::get(&delivery.properties, headers::RETURNS).is_some();
+        if let (Some(ts), false) = (delivery.properties.timestamp(), is_copy) {
             let now = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map(|d| d.as_secs())
@@ -79,28 +97,44 @@ impl Worker {
 
     async fn process(&self, delivery: &Delivery, reservation: Reservation) -> Outcome {
         let retries = headers::attempts(&delivery.properties);
+        let message_id = delivery
+            .properties
+            .message_id()
+            .as_ref()
+            .map(|s| s.to_string())
+            .unwrap_or_default();
+        // The broker enforces the delivery limit on each copy of a job; this enforces it on
+        // the sum over the copies the worker itself published (see `headers::RETURNS`).
+        let returns = headers::returns(&delivery.properties);
+        if returns > self.cfg.broker.delivery_limit {
+            return Outcome::Poison {
+                job_id: message_id,
+                returns,
+            };
+        }
+        if self.backend_health.is_broken() {
+            return Outcome::HandBack { job_id: message_id };
+        }
         let decoded = match schema::job::decode(&delivery.data, &self.cfg.limits) {
             Ok(d) => d,
             Err(e) => {
-                let job_id = schema::job::peek_job_id(&delivery.data)
-                    .or_else(|| {
-                        delivery
-                            .properties
-                            .message_id()
-                            .as_ref()
-                            .map(|s| s.to_string())
-                    })
-                    .unwrap_or_default();
+                let job_id = schema::job::peek_job_id(&delivery.data).unwrap_or(message_id);
                 tracing::warn!(job_id, error = %e, "rejected job message");
                 return Outcome::Failed(e, Echo::unknown(job_id), retries);
             }
         };
         let job = &decoded.job;
-        // A redelivery of a job this process is still proving (its channel was closed under
-        // it, e.g. by the consumer timeout) waits for that proof and is then answered from the
-        // ledger instead of being proved a second time.
+        // One task per job id in this process. Another delivery of a job this process is
+        // proving (a duplicate message, or a redelivery after the broker closed the channel
+        // under the first) is put off like one whose lease another worker holds, rather than
+        // waiting here holding a memory reservation for the whole proof.
         let lock = self.job_lock(&job.job_id);
-        let _proving = lock.lock().await;
+        let Ok(_proving) = lock.try_lock_owned() else {
+            return Outcome::Busy {
+                job_id: job.job_id.clone(),
+                holder: format!("{} (this worker)", self.name),
+            };
+        };
         let echo = Echo::of(job);
         let identity = JobIdentity {
             job_id: job.job_id.clone(),
@@ -110,7 +144,7 @@ impl Worker {
             sector_number: job.sector_number,
             digest: decoded.digest,
         };
-        let claim = match self.ledger.claim(&identity, &self.name).await {
+        let claim = match self.ledger.claim(&identity, &self.holder).await {
             Ok(c) => c,
             Err(e) => return Outcome::Failed(JobError::transient(&e), echo, retries),
         };
@@ -125,13 +159,44 @@ impl Worker {
             Claim::Proved { proof, attempts } => {
                 tracing::info!(job_id = %job.job_id, "already proved: answering from the ledger");
                 self.metrics.jobs.with_label_values(&["from_ledger"]).inc();
-                return Outcome::Answer(echo.ok(&self.name, proof, attempts, true, vec![]));
+                return Outcome::Answer(echo.ok(&self.name, proof, attempts, true, vec![], 0));
+            }
+            Claim::Busy { worker, lease_left } => {
+                tracing::info!(job_id = %job.job_id, holder = %worker,
+                    lease_left_ms = lease_left.as_millis() as u64,
+                    "job is being proved by another worker (its lease is live): not proving it here");
+                return Outcome::Busy {
+                    job_id: job.job_id.clone(),
+                    holder: worker,
+                };
             }
             Claim::Prove { attempts } => attempts,
         };
         tracing::info!(job_id = %job.job_id, kind = job.kind.as_str(), miner = job.miner_id,
             sector = job.sector_number, attempts, "proving");
+        let lease = LeaseKeeper::start(
+            self.ledger.clone(),
+            &job.job_id,
+            self.holder.clone(),
+            Duration::from_secs(self.cfg.lease.renew_s),
+        );
+        let outcome = self
+            .prove(&decoded, echo, attempts, retries, reservation)
+            .await;
+        lease.release().await;
+        outcome
+    }
 
+    /// Build, prove, verify and record a job this worker holds the lease of.
+    async fn prove(
+        &self,
+        decoded: &DecodedJob,
+        echo: Echo,
+        attempts: u32,
+        retries: u32,
+        reservation: Reservation,
+    ) -> Outcome {
+        let job = &decoded.job;
         let limits = self.cfg.limits.clone();
         let build_input = decoded.clone();
         let in_flight = self.cfg.pipeline.partitions_in_flight();
@@ -180,6 +245,9 @@ impl Worker {
         }
         let proved = match done_rx.await {
             Ok(Ok(p)) => p,
+            Ok(Err(stage_err)) if stage_err.stage == Stage::Start => {
+                return self.backend_failed(stage_err, echo, retries).await;
+            }
             Ok(Err(stage_err)) => {
                 let kind = match (stage_err.stage, job.kind) {
                     // Synthesis of a PoRep partition fails on inputs that do not describe a
@@ -196,23 +264,78 @@ impl Worker {
                 return self.fail(e, echo, retries).await;
             }
         };
+        self.backend_health.succeeded();
         let srs_reservation = reservation.split(srs_part);
         self.keep_resident(&est.srs_key, srs_reservation);
         drop(reservation);
 
         self.observe_timings(&proved.timings, proved.verify_ms);
         let timings_json = serde_json::to_string(&proved.timings).unwrap_or_else(|_| "[]".into());
-        if let Err(e) = self
+        let recorded = match self
             .ledger
             .record_proof(&job.job_id, &proved.proof, &timings_json)
             .await
         {
-            return Outcome::Failed(JobError::transient(&e), echo, retries);
-        }
+            Ok(p) => p,
+            Err(e) => return Outcome::Failed(JobError::transient(&e), echo, retries),
+        };
         self.metrics.jobs.with_label_values(&["proved"]).inc();
         tracing::info!(job_id = %job.job_id, partitions = proved.timings.len(),
             verify_ms = proved.verify_ms, "proof verified and recorded");
-        Outcome::Answer(echo.ok(&self.name, proved.proof, attempts, false, proved.timings))
+        if recorded != proved.proof {
+            // Only after a lapsed lease (see `lease`): publish what the ledger holds, so that
+            // every result of this job carries the same bytes.
+            tracing::warn!(job_id = %job.job_id, "another worker recorded a proof first; publishing that one");
+            return Outcome::Answer(echo.ok(&self.name, recorded, attempts, true, vec![], 0));
+        }
+        Outcome::Answer(echo.ok(
+            &self.name,
+            proved.proof,
+            attempts,
+            false,
+            proved.timings,
+            proved.origin_unix_ms,
+        ))
+    }
+
+    /// A failed proving start: retried like any transient failure while the backend counts
+    /// as healthy; once it does not, the job is handed back uncharged.
+    async fn backend_failed(&self, e: StageError, echo: Echo, retries: u32) -> Outcome {
+        self.metrics.backend_failures.inc();
+        match self.backend_health.failed() {
+            Verdict::StillHealthy => {
+                self.fail(
+                    JobError::new(ErrorKind::Transient, e.to_string()),
+                    echo,
+                    retries,
+                )
+                .await
+            }
+            Verdict::JustBroke { failures } => {
+                let why = format!(
+                    "{failures} consecutive proving starts failed on backend {}; last error: {:#}",
+                    self.backend_name, e.error
+                );
+                tracing::error!(
+                    reason = %why,
+                    "the proving backend is broken: this worker takes no more jobs and hands \
+                     back the ones it holds (their retry budgets untouched). Check the GPU \
+                     (nvidia-smi, kernel log for Xid errors), then restart the worker"
+                );
+                *self
+                    .health
+                    .backend_broken
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()) = Some(why);
+                self.metrics.backend_healthy.set(0);
+                Outcome::HandBack {
+                    job_id: echo.job_id,
+                }
+            }
+            Verdict::Broken => Outcome::HandBack {
+                job_id: echo.job_id,
+            },
+        }
     }
 
     fn job_lock(&self, job_id: &str) -> Arc<tokio::sync::Mutex<()>> {
@@ -259,6 +382,7 @@ impl Echo {
         attempts: u32,
         from_ledger: bool,
         timings: Vec<PartitionTiming>,
+        timings_origin_ms: u64,
     ) -> ResultV1 {
         ResultV1 {
             v: schema::VERSION,
@@ -274,6 +398,7 @@ impl Echo {
             attempts,
             from_ledger,
             timings,
+            timings_origin_ms,
         }
     }
 }

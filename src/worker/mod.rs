@@ -3,10 +3,16 @@
 //!
 //! Shutdown: SIGTERM (or a first SIGINT) stops fetching, lets in-flight jobs finish, publish
 //! and ack, and exits 0. A second SIGINT exits at once; the broker redelivers what was unacked.
+//!
+//! A worker whose proving backend is broken (`health`) stops fetching, hands its jobs back,
+//! and exits non-zero once they are settled (`pipeline.on_unhealthy = "exit"`, the default:
+//! systemd starts it again with a fresh GPU context), or stays up and not ready (`"stay"`).
 
 mod fault;
 mod handle;
+mod health;
 pub mod jobs;
+mod lease;
 mod reply;
 
 use std::collections::HashMap;
@@ -15,7 +21,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use lapin::options::BasicGetOptions;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_util::sync::CancellationToken;
@@ -25,7 +31,7 @@ use crate::broker::Broker;
 use crate::config::Config;
 use crate::gate::{self, estimate, Gate, Reservation};
 use crate::gpu::{select_backends, BackendChoice};
-use crate::ledger::Ledger;
+use crate::ledger::{Holder, Ledger};
 use crate::pipeline::Pipeline;
 use crate::telemetry::{self, http::Health, Metrics};
 
@@ -64,9 +70,15 @@ pub(crate) struct Worker {
     resident: Mutex<HashMap<String, Reservation>>,
     /// One lock per job id being processed here (see `handle`).
     job_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// This process as a lease holder in the ledger.
+    holder: Holder,
+    backend_name: String,
+    backend_health: health::BackendHealth,
 }
 
 pub async fn run_async(cfg: Config) -> Result<()> {
+    cfg.lease.check()?;
+    let exit_when_unhealthy = cfg.pipeline.exit_when_unhealthy()?;
     let name = cfg.worker_name();
     let metrics = Arc::new(Metrics::new()?);
     let health = Arc::new(Health::default());
@@ -89,10 +101,15 @@ pub async fn run_async(cfg: Config) -> Result<()> {
     metrics.gate_budget_bytes.set(budget.jobs as i64);
     let choice = <BackendChoice as clap::ValueEnum>::from_str(&cfg.pipeline.backend, true)
         .map_err(|e| anyhow::anyhow!("pipeline.backend: {e} (auto, cpu or cuda)"))?;
-    let backends = select_backends(choice, &cfg.pipeline.devices)?
+    let backends: Vec<_> = select_backends(choice, &cfg.pipeline.devices)?
         .into_iter()
         .map(|b| fault::wrap_backend(cfg.pipeline.fault.as_deref(), b))
         .collect();
+    let backend_name = backends
+        .iter()
+        .map(|b| b.name())
+        .collect::<Vec<_>>()
+        .join(", ");
     let pipeline = Pipeline::start(
         backends,
         cfg.pipeline.synthesizers(),
@@ -111,6 +128,13 @@ pub async fn run_async(cfg: Config) -> Result<()> {
         health,
         resident: Mutex::new(HashMap::new()),
         job_locks: Mutex::new(HashMap::new()),
+        holder: Holder {
+            worker: name.clone(),
+            token: format!("{name}/{}", uuid::Uuid::new_v4()),
+            lease: Duration::from_secs(cfg.lease.duration_s),
+        },
+        backend_name,
+        backend_health: health::BackendHealth::new(cfg.pipeline.max_backend_failures),
         cfg,
     });
     let largest = worker.fetch_bytes();
@@ -128,6 +152,14 @@ pub async fn run_async(cfg: Config) -> Result<()> {
 
     let tracker = TaskTracker::new();
     let fetched = worker.fetch_loop(&tracker, &stop).await;
+    let broken = worker.backend_health.is_broken();
+    if broken && !exit_when_unhealthy && !stop.is_cancelled() {
+        tracing::error!(
+            "not taking jobs: the proving backend is broken; staying up and not ready until \
+             restarted (pipeline.on_unhealthy = \"stay\")"
+        );
+        stop.cancelled().await;
+    }
     worker.health.draining.store(true, Ordering::Relaxed);
     tracker.close();
     tracing::info!(
@@ -140,26 +172,43 @@ pub async fn run_async(cfg: Config) -> Result<()> {
     }
     telemetry_stop.cancel();
     tracing::info!("worker stopped");
-    fetched
+    fetched?;
+    if broken {
+        // Non-zero, so that systemd (`Restart=on-failure`) starts it again with a fresh
+        // backend, and so that the stop shows as a failure.
+        let why = worker
+            .health
+            .backend_broken
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .unwrap_or_default();
+        return Err(anyhow!(
+            "stopped because the proving backend is broken: {why}"
+        ));
+    }
+    Ok(())
 }
 
 impl Worker {
-    /// Reserve, fetch, hand off; until `stop`.
+    /// Reserve, fetch, hand off; until `stop`, or until the backend is judged broken.
     async fn fetch_loop(
         self: &Arc<Self>,
         tracker: &TaskTracker,
         stop: &CancellationToken,
     ) -> Result<()> {
         let poll = Duration::from_millis(self.cfg.broker.poll_interval_ms.max(10));
+        let broken = self.backend_health.broken();
         loop {
             let reservation = tokio::select! {
                 r = self.gate.reserve(self.fetch_bytes()) => r,
                 _ = stop.cancelled() => return Ok(()),
+                _ = broken.cancelled() => return Ok(()),
             };
             self.metrics
                 .gate_reserved_bytes
                 .set(self.gate.used() as i64);
-            if stop.is_cancelled() {
+            if stop.is_cancelled() || broken.is_cancelled() {
                 return Ok(());
             }
             let broker = self.broker().await?;
@@ -182,6 +231,7 @@ impl Worker {
                     tokio::select! {
                         _ = tokio::time::sleep(poll) => {}
                         _ = stop.cancelled() => return Ok(()),
+                        _ = broken.cancelled() => return Ok(()),
                     }
                 }
                 Err(e) => {

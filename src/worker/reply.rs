@@ -1,5 +1,13 @@
 //! Settling a job on the broker: the result to its reply queue, and for failures the dead-letter
-//! queue or a retry delay queue. Every publish is confirmed before the job is acked.
+//! queue or a retry delay queue; a job being proved elsewhere goes to the wait queue, one this
+//! worker cannot prove back to the job queue. Every publish is confirmed before the job is
+//! acked.
+//!
+//! Putting a job off is done by publishing a copy and acking the delivery, never by a nack
+//! with requeue: a quorum queue counts every requeue against `x-delivery-limit`, so a job
+//! whose proof outlasts a few polls of a second worker would be dead-lettered as poison. The
+//! copies carry the count of unsettled deliveries over (`headers::for_copy`), so a job that
+//! kills workers is still caught.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -10,7 +18,7 @@ use lapin::BasicProperties;
 
 use super::handle::Outcome;
 use super::Worker;
-use crate::broker::{self, headers, publish_confirmed, PublishError};
+use crate::broker::{self, headers, publish_confirmed, topology::JOB_KEY, PublishError};
 use crate::schema::{self, result::ErrorInfo, ErrorKind, JobError, JobV1, ResultV1, Status};
 
 /// What a result echoes of its job.
@@ -62,6 +70,7 @@ impl Echo {
             attempts,
             from_ledger: false,
             timings: vec![],
+            timings_origin_ms: 0,
         }
     }
 }
@@ -123,7 +132,82 @@ pub(super) async fn settle(worker: &Worker, delivery: &Delivery, outcome: Outcom
             }
             fail_and_dead_letter(worker, delivery, error, echo, retries).await
         }
+        Outcome::Busy { job_id, holder } => defer(worker, delivery, &job_id, &holder).await,
+        Outcome::HandBack { job_id } => hand_back(worker, delivery, &job_id).await,
+        Outcome::Poison { job_id, returns } => {
+            let error = JobError::new(
+                ErrorKind::Transient,
+                format!(
+                    "delivered {returns} times without being settled (workers died or lost their \
+                     channel while holding it), over the delivery limit of {}",
+                    worker.cfg.broker.delivery_limit
+                ),
+            );
+            let retries = headers::attempts(&delivery.properties);
+            dead_letter_as(
+                worker,
+                delivery,
+                headers::POISON_REASON,
+                &error,
+                retries,
+                &job_id,
+            )
+            .await
+        }
     }
+}
+
+/// Put off a job another worker (or task) is proving: a copy waits `lease.busy_delay_ms` in the
+/// wait queue, then returns to the job queue, where it is answered from the ledger once the
+/// proof is recorded, or taken over if the lease lapsed. No retry is counted.
+async fn defer(worker: &Worker, delivery: &Delivery, job_id: &str, holder: &str) -> Result<()> {
+    let broker = worker.broker().await?;
+    let delay = worker.cfg.lease.busy_delay_ms;
+    let props = delivery
+        .properties
+        .clone()
+        .with_headers(headers::for_copy(&delivery.properties, vec![]))
+        .with_expiration(ShortString::from(delay.to_string()));
+    let queue = broker.names.wait_queue();
+    publish_confirmed(&broker.publish, "", &queue, &delivery.data, props)
+        .await
+        .with_context(|| format!("putting job {job_id} off in {queue}"))?;
+    worker.metrics.jobs.with_label_values(&["deferred"]).inc();
+    tracing::info!(
+        job_id,
+        holder,
+        delay_ms = delay,
+        "job put off while it is being proved elsewhere"
+    );
+    Ok(())
+}
+
+/// Give a job back to the job queue for another worker, with its retry count unchanged.
+async fn hand_back(worker: &Worker, delivery: &Delivery, job_id: &str) -> Result<()> {
+    let broker = worker.broker().await?;
+    let props = delivery
+        .properties
+        .clone()
+        .with_headers(headers::for_copy(&delivery.properties, vec![]));
+    publish_confirmed(
+        &broker.publish,
+        &broker.names.jobs_exchange(),
+        JOB_KEY,
+        &delivery.data,
+        props,
+    )
+    .await
+    .with_context(|| format!("handing job {job_id} back to the job queue"))?;
+    worker
+        .metrics
+        .jobs
+        .with_label_values(&["handed_back"])
+        .inc();
+    tracing::warn!(
+        job_id,
+        "job handed back to the queue: this worker's proving backend is broken"
+    );
+    Ok(())
 }
 
 async fn fail_and_dead_letter(
@@ -188,6 +272,26 @@ async fn dead_letter(
     retries: u32,
     job_id: &str,
 ) -> Result<()> {
+    dead_letter_as(
+        worker,
+        delivery,
+        error.kind.as_str(),
+        error,
+        retries,
+        job_id,
+    )
+    .await
+}
+
+/// `dead_letter` with a reason other than the error's kind.
+async fn dead_letter_as(
+    worker: &Worker,
+    delivery: &Delivery,
+    reason: &str,
+    error: &JobError,
+    retries: u32,
+    job_id: &str,
+) -> Result<()> {
     let broker = worker.broker().await?;
     let props = delivery.properties.clone();
     let (miner, sector) = match schema::job::decode(&delivery.data, &worker.cfg.limits) {
@@ -197,7 +301,7 @@ async fn dead_letter(
     let hdrs = headers::with(
         props.headers().as_ref(),
         vec![
-            (headers::REASON, headers::string(error.kind.as_str())),
+            (headers::REASON, headers::string(reason)),
             (headers::ERROR, headers::string(&error.message)),
             (headers::WORKER, headers::string(&worker.name)),
             (headers::ATTEMPTS, headers::int(i64::from(retries))),
@@ -225,7 +329,7 @@ async fn dead_letter(
         .jobs
         .with_label_values(&["dead_lettered"])
         .inc();
-    tracing::warn!(job_id, reason = error.kind.as_str(), "job dead-lettered");
+    tracing::warn!(job_id, reason, error = %error.message, "job dead-lettered");
     Ok(())
 }
 
@@ -234,13 +338,12 @@ async fn dead_letter(
 async fn retry(worker: &Worker, delivery: &Delivery, error: &JobError, attempt: u32) -> Result<()> {
     let broker = worker.broker().await?;
     let delay = broker::retry::delay(&worker.cfg.retry, attempt, &mut rand::thread_rng());
-    let hdrs = headers::with(
-        delivery.properties.headers().as_ref(),
+    let hdrs = headers::for_copy(
+        &delivery.properties,
         vec![
             (headers::ATTEMPTS, headers::int(i64::from(attempt))),
             (headers::ERROR, headers::string(&error.message)),
         ],
-        &[],
     );
     let props = delivery
         .properties

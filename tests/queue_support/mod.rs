@@ -52,6 +52,10 @@ impl Env {
         config.retry.max_retries = 2;
         config.telemetry.listen = "127.0.0.1:0".into();
         config.telemetry.log_format = "json".into();
+        // Short leases, so that a killed worker's job is taken over within seconds.
+        config.lease.duration_s = 3;
+        config.lease.renew_s = 1;
+        config.lease.busy_delay_ms = 300;
         Env {
             prefix,
             dir: tempfile::tempdir().unwrap(),
@@ -111,9 +115,7 @@ impl Env {
     pub async fn cleanup(&self) {
         let b = self.broker().await;
         let n = &b.names;
-        let mut queues = vec![n.jobs_queue(), n.dlq(), n.results()];
-        queues.extend((1..=self.config.retry.max_retries).map(|a| n.retry_queue(a)));
-        for q in queues {
+        for q in n.all_queues(self.config.retry.max_retries) {
             let _ = b
                 .publish
                 .queue_delete(&q, QueueDeleteOptions::default())
@@ -358,6 +360,63 @@ pub async fn http_get(addr: &str, path: &str) -> (u16, String) {
         .unwrap_or(0);
     let body = buf.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
     (code, body)
+}
+
+/// Run the c2q binary with `args` and `--config` for this test's queues and ledger:
+/// `(success, stdout, stderr)`.
+pub fn c2q_cli(env: &Env, args: &[&str]) -> (bool, String, String) {
+    let cfg = env.write_config("cli", &env.config);
+    let out = Command::new(c2q_bin())
+        .args(args)
+        .arg("--config")
+        .arg(&cfg)
+        .output()
+        .expect("run c2q");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Results until `n` have arrived for `job_id`.
+pub async fn results_for(b: &Broker, job_id: &str, n: usize, timeout: Duration) -> Vec<ResultV1> {
+    let deadline = Instant::now() + timeout;
+    let mut got = Vec::new();
+    while got.len() < n {
+        let left = deadline.saturating_duration_since(Instant::now());
+        got.push(result_for(b, job_id, left).await);
+    }
+    got
+}
+
+/// The next result of each of `ids`, in any order (unlike `result_for`, nothing is skipped).
+pub async fn results_of(b: &Broker, ids: &[&str], timeout: Duration) -> Vec<ResultV1> {
+    let deadline = Instant::now() + timeout;
+    let mut got = std::collections::HashMap::new();
+    while got.len() < ids.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let r = next_result(b, left).await;
+        assert!(ids.contains(&r.job_id.as_str()), "unexpected result {r:?}");
+        got.entry(r.job_id.clone()).or_insert(r);
+    }
+    got.into_values().collect()
+}
+
+/// Poll until `depth(queue) == n`.
+pub async fn wait_depth(b: &Broker, queue: &str, n: u32, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let d = depth(b, queue).await;
+        if d == n {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{queue} holds {d} messages, expected {n}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Path of the c2q binary, for CLI tests.
