@@ -16,10 +16,11 @@ const MIB: u64 = 1 << 20;
 async fn a_new_job_goes_to_the_free_worker_and_rss_stays_under_budget() {
     let env = Env::new("gate");
     // Worker A's job budget (total minus the 256 MiB baseline) admits one canary job at a
-    // time: after one is admitted, the worst-case reservation for the next (a 2 KiB PoRep job,
-    // 256 MiB) no longer fits.
+    // time: after one is admitted (80 MiB), the worst-case reservation for the next no longer
+    // fits (a 2 KiB PoRep job: 64 MiB of parameters and 64 MiB for each of the 4 partitions the
+    // default pipeline keeps alive, 2 synthesizing and 2 for its one proving thread: 320 MiB).
     let mut small = env.config.clone();
-    let budget = 256 * MIB + 300 * MIB;
+    let budget = 256 * MIB + 340 * MIB;
     small.gate.budget_bytes = Some(budget);
     let a = env.spawn_worker_with("A", &small);
     a.wait_log("worker started", T).await;

@@ -34,6 +34,23 @@ fn tls_connector() -> Result<postgres_native_tls::MakeTlsConnector> {
     Ok(postgres_native_tls::MakeTlsConnector::new(connector))
 }
 
+/// Failures that waiting will not cure: a server certificate that does not verify (or any
+/// other TLS failure) and refused credentials. They end the operation at once, so that a
+/// misconfigured worker says so instead of retrying through its whole patience.
+fn is_permanent(e: &anyhow::Error) -> bool {
+    use tokio_postgres::error::SqlState;
+    e.chain().any(|cause| {
+        cause.downcast_ref::<native_tls::Error>().is_some()
+            || cause
+                .downcast_ref::<tokio_postgres::Error>()
+                .and_then(|pg| pg.code())
+                .is_some_and(|code| {
+                    *code == SqlState::INVALID_PASSWORD
+                        || *code == SqlState::INVALID_AUTHORIZATION_SPECIFICATION
+                })
+    })
+}
+
 /// What identifies a job and its payload.
 #[derive(Clone, Debug)]
 pub struct JobIdentity {
@@ -151,6 +168,7 @@ impl Ledger {
             .without_max_times()
             .with_jitter();
         op.retry(backoff)
+            .when(|e| !is_permanent(e))
             .notify(|e, wait| {
                 tracing::warn!(error = format!("{e:#}"), retry_in = ?wait, "ledger unavailable")
             })

@@ -141,7 +141,8 @@ pub async fn run_async(cfg: Config) -> Result<()> {
     if largest > budget.jobs {
         bail!(
             "memory budget for jobs ({} bytes) cannot admit the largest job this worker accepts \
-             ({largest} bytes): raise gate.budget_bytes or lower limits.max_sector_size",
+             ({largest} bytes): raise gate.budget_bytes, or lower limits.max_sector_size or \
+             pipeline.synthesis_threads",
             budget.jobs
         );
     }
