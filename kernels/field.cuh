@@ -15,7 +15,7 @@
 #define DEV __device__ __forceinline__
 #define CONST_MEM __constant__
 #else
-// Host build: the same code compiles as C++ for the CPU-side unit tests of the formulas.
+// Host build: the same code compiles as C++ for the CPU-side tests in kernels/host/.
 #define DEV inline
 #define CONST_MEM
 #define __device__
