@@ -33,6 +33,7 @@ fn main() -> anyhow::Result<()> {
         let (proof, _) = c2q::prove::prove_job(
             std::sync::Arc::new(job),
             vec![std::sync::Arc::new(CpuBackend)],
+            None,
         )
         .map_err(|e| e.source)?;
         anyhow::ensure!(proof.len() == 192);

@@ -109,6 +109,10 @@ struct ProveArgs {
     /// its own.
     #[arg(long, value_delimiter = ',', default_value = "0")]
     device: Vec<usize>,
+    /// Partitions synthesized at once (default: one more than the backends). Each holds a
+    /// partition's evaluations and witness in memory (~16 GiB for a 32 GiB sector).
+    #[arg(long)]
+    synthesis_threads: Option<usize>,
 }
 
 #[derive(Subcommand)]
@@ -198,7 +202,7 @@ fn prove(args: ProveArgs) -> ExitCode {
         Err(e) => return fail(EXIT_FAILED, &e),
     };
     let backend_names: Vec<String> = backends.iter().map(|b| b.name()).collect();
-    let (proof, timings) = match prove_job(job.clone(), backends) {
+    let (proof, timings) = match prove_job(job.clone(), backends, args.synthesis_threads) {
         Ok(done) => done,
         Err(e) => {
             let code = match e.stage {

@@ -69,11 +69,13 @@ fn stage_timings(proved: &pipeline::Proved, total_s: f64) -> StageTimings {
     }
 }
 
-/// Prove every partition of `job` on `backends` (one proving-start thread each), verify the
-/// whole proof, and return its bytes (192 per partition) with stage timings.
+/// Prove every partition of `job` on `backends` (one proving-start thread each) with
+/// `synthesis_threads` partitions synthesized at once (default: one more than the backends),
+/// verify the whole proof, and return its bytes (192 per partition) with stage timings.
 pub fn prove_job(
     job: Arc<dyn ProofJob>,
     backends: Vec<Arc<dyn Backend>>,
+    synthesis_threads: Option<usize>,
 ) -> Result<(Vec<u8>, StageTimings), StageError> {
     let total = Instant::now();
     let n = job.partitions();
@@ -88,7 +90,9 @@ pub fn prove_job(
     // Synthesis is single-threaded per partition and slower than a GPU's proving start: one
     // synthesis thread more than there are backends keeps them fed without holding many
     // partitions in memory. One G2 finalizer per backend keeps finalizing off the critical path.
-    let synthesizers = (backends.len() + 1).min(n.max(1));
+    let synthesizers = synthesis_threads
+        .unwrap_or(backends.len() + 1)
+        .clamp(1, n.max(1));
     let finalizers = backends.len();
     let pipeline =
         Pipeline::start(backends, synthesizers, finalizers).map_err(at(Stage::Proving))?;
