@@ -166,6 +166,15 @@ impl PipelineConfig {
     pub fn partitions_in_flight(&self) -> u64 {
         (self.synthesizers() + 2 * self.devices.len().max(1)) as u64
     }
+
+    /// Whether a worker with a broken backend exits (after handing its jobs back).
+    pub fn exit_when_unhealthy(&self) -> Result<bool> {
+        match self.on_unhealthy.as_str() {
+            "exit" => Ok(true),
+            "stay" => Ok(false),
+            other => bail!("pipeline.on_unhealthy must be \"exit\" or \"stay\", not {other:?}"),
+        }
+    }
 }
 
 impl Default for PipelineConfig {
@@ -221,17 +230,6 @@ impl LeaseConfig {
             bail!("lease.busy_delay_ms must be positive");
         }
         Ok(())
-    }
-}
-
-impl PipelineConfig {
-    /// Whether a worker with a broken backend exits (after handing its jobs back).
-    pub fn exit_when_unhealthy(&self) -> Result<bool> {
-        match self.on_unhealthy.as_str() {
-            "exit" => Ok(true),
-            "stay" => Ok(false),
-            other => bail!("pipeline.on_unhealthy must be \"exit\" or \"stay\", not {other:?}"),
-        }
     }
 }
 

@@ -89,6 +89,15 @@ fn print_devices() -> Result<()> {
     Ok(())
 }
 
+/// The inputs' random generator: from `seed`, or a fresh seed; printed either way, so that a
+/// failure can be replayed with `--seed`.
+fn seeded_rng(seed: Option<u64>) -> ChaCha8Rng {
+    let seed = seed.unwrap_or_else(|| rand::rngs::OsRng.next_u64());
+    println!("seed {seed}");
+    ChaCha8Rng::seed_from_u64(seed)
+}
+
+#[derive(Default)]
 struct Tally {
     failures: usize,
     checks: usize,
@@ -169,13 +178,8 @@ pub fn gpu_check(args: &GpuCheckArgs) -> Result<bool> {
         gpu.info,
         started.elapsed().as_secs_f64()
     );
-    let seed = args.seed.unwrap_or_else(|| rand::rngs::OsRng.next_u64());
-    println!("seed {seed}");
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut t = Tally {
-        failures: 0,
-        checks: 0,
-    };
+    let mut rng = seeded_rng(args.seed);
+    let mut t = Tally::default();
     let max_log = args.max_log.clamp(4, 24);
 
     // NTTs against the CPU backend's own transforms.
@@ -733,13 +737,8 @@ fn porep_check(args: &GpuCheckArgs) -> Result<bool> {
         t.elapsed().as_secs_f64()
     );
 
-    let seed = args.seed.unwrap_or_else(|| rand::rngs::OsRng.next_u64());
-    println!("seed {seed}");
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut t = Tally {
-        failures: 0,
-        checks: 0,
-    };
+    let mut rng = seeded_rng(args.seed);
+    let mut t = Tally::default();
     let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
 
     for (proof_type, name, miner, sector) in [
