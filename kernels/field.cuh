@@ -24,38 +24,56 @@
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
-CONST_MEM u32 FR_MOD[8] = {0x00000001, 0xffffffff, 0xfffe5bfe, 0x53bda402,
-                           0x09a1d805, 0x3339d808, 0x299d7d48, 0x73eda753};
+// The limbs are written once, as macros: the tags below fold them into the code as immediate
+// operands (no constant-memory loads in the products), and the arrays serve everything else.
+#define C2Q_FR_MOD 0x00000001, 0xffffffff, 0xfffe5bfe, 0x53bda402, \
+                   0x09a1d805, 0x3339d808, 0x299d7d48, 0x73eda753
 // R mod r: the Montgomery form of 1.
-CONST_MEM u32 FR_ONE[8] = {0xfffffffe, 0x00000001, 0x00034802, 0x5884b7fa,
-                           0xecbc4ff5, 0x998c4fef, 0xacc5056f, 0x1824b159};
+#define C2Q_FR_ONE 0xfffffffe, 0x00000001, 0x00034802, 0x5884b7fa, \
+                   0xecbc4ff5, 0x998c4fef, 0xacc5056f, 0x1824b159
+#define C2Q_FP_MOD 0xffffaaab, 0xb9feffff, 0xb153ffff, 0x1eabfffe, 0xf6b0f624, 0x6730d2a0, \
+                   0xf38512bf, 0x64774b84, 0x434bacd7, 0x4b1ba7b6, 0x397fe69a, 0x1a0111ea
+#define C2Q_FP_ONE 0x0002fffd, 0x76090000, 0xc40c0002, 0xebf4000b, 0x53c758ba, 0x5f489857, \
+                   0x70525745, 0x77ce5853, 0xa256ec6d, 0x5c071a97, 0xfa80e493, 0x15f65ec3
+
+CONST_MEM u32 FR_MOD[8] = {C2Q_FR_MOD};
+CONST_MEM u32 FR_ONE[8] = {C2Q_FR_ONE};
 // R^2 mod r: multiplying a canonical value by it gives its Montgomery form.
 CONST_MEM u32 FR_R2[8] = {0xf3f29c6d, 0xc999e990, 0x87925c23, 0x2b6cedcb,
                           0x7254398f, 0x05d31496, 0x9f59ff11, 0x0748d9d9};
 
-CONST_MEM u32 FP_MOD[12] = {0xffffaaab, 0xb9feffff, 0xb153ffff, 0x1eabfffe,
-                            0xf6b0f624, 0x6730d2a0, 0xf38512bf, 0x64774b84,
-                            0x434bacd7, 0x4b1ba7b6, 0x397fe69a, 0x1a0111ea};
-CONST_MEM u32 FP_ONE[12] = {0x0002fffd, 0x76090000, 0xc40c0002, 0xebf4000b,
-                            0x53c758ba, 0x5f489857, 0x70525745, 0x77ce5853,
-                            0xa256ec6d, 0x5c071a97, 0xfa80e493, 0x15f65ec3};
+CONST_MEM u32 FP_MOD[12] = {C2Q_FP_MOD};
+CONST_MEM u32 FP_ONE[12] = {C2Q_FP_ONE};
 // p - 2: the exponent of Fermat inversion.
 CONST_MEM u32 FP_PM2[12] = {0xffffaaa9, 0xb9feffff, 0xb153ffff, 0x1eabfffe,
                             0xf6b0f624, 0x6730d2a0, 0xf38512bf, 0x64774b84,
                             0x434bacd7, 0x4b1ba7b6, 0x397fe69a, 0x1a0111ea};
 
-// The modulus is reached through a tag type so that each loop below unrolls against constants.
+// The modulus is reached through a tag type so that each loop below unrolls against constants:
+// every loop over limbs is unrolled, so `mod(i)` and `one(i)` fold to immediates.
 struct FrTag {
     static const int N = 8;
     static const u32 INV = 0xffffffffu;  // -r^-1 mod 2^32
-    DEV static u32 mod(int i) { return FR_MOD[i]; }
-    DEV static u32 one(int i) { return FR_ONE[i]; }
+    DEV static constexpr u32 mod(int i) {
+        constexpr u32 m[8] = {C2Q_FR_MOD};
+        return m[i];
+    }
+    DEV static constexpr u32 one(int i) {
+        constexpr u32 o[8] = {C2Q_FR_ONE};
+        return o[i];
+    }
 };
 struct FpTag {
     static const int N = 12;
     static const u32 INV = 0xfffcfffdu;  // -p^-1 mod 2^32
-    DEV static u32 mod(int i) { return FP_MOD[i]; }
-    DEV static u32 one(int i) { return FP_ONE[i]; }
+    DEV static constexpr u32 mod(int i) {
+        constexpr u32 m[12] = {C2Q_FP_MOD};
+        return m[i];
+    }
+    DEV static constexpr u32 one(int i) {
+        constexpr u32 o[12] = {C2Q_FP_ONE};
+        return o[i];
+    }
 };
 
 template <class T>
@@ -219,7 +237,35 @@ DEV Fe<T> fe_mul_inline(const Fe<T>& a, const Fe<T>& b) {
     asm volatile("mad.hi.cc.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c))
 #define PTX_MADCHI_CC(d, a, b, c) \
     asm volatile("madc.hi.cc.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c))
+#define PTX_MADCHI(d, a, b, c) \
+    asm volatile("madc.hi.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c))
+#define C2Q_CARRY_CHAINS 1
+#elif defined(C2Q_EMULATE_PTX)
+// Host build (kernels/host/ tests): the same instructions on an emulated carry flag, so that
+// the carry-chain code the GPU runs is tested on the CPU too. `.cc` forms set the flag, `c`
+// forms consume it; for subtraction the flag is the borrow, as in PTX.
+inline thread_local u32 c2q_cf = 0;
+inline u32 c2q_put(u64 v, bool set) {
+    if (set) c2q_cf = (u32)(v >> 32) & 1;
+    return (u32)v;
+}
+#define PTX_ADD_CC(d, a, b) (d = c2q_put((u64)(a) + (b), true))
+#define PTX_ADDC_CC(d, a, b) (d = c2q_put((u64)(a) + (b) + c2q_cf, true))
+#define PTX_ADDC(d, a, b) (d = c2q_put((u64)(a) + (b) + c2q_cf, false))
+#define PTX_SUB_CC(d, a, b) (d = c2q_put((u64)(a) - (b), true))
+#define PTX_SUBC_CC(d, a, b) (d = c2q_put((u64)(a) - (b) - c2q_cf, true))
+#define PTX_SUBC(d, a, b) (d = c2q_put((u64)(a) - (b) - c2q_cf, false))
+#define PTX_MADLO_CC(d, a, b, c) (d = c2q_put((u64)(u32)((u64)(a) * (b)) + (c), true))
+#define PTX_MADCLO_CC(d, a, b, c) \
+    (d = c2q_put((u64)(u32)((u64)(a) * (b)) + (c) + c2q_cf, true))
+#define PTX_MADHI_CC(d, a, b, c) (d = c2q_put((((u64)(a) * (b)) >> 32) + (c), true))
+#define PTX_MADCHI_CC(d, a, b, c) \
+    (d = c2q_put((((u64)(a) * (b)) >> 32) + (c) + c2q_cf, true))
+#define PTX_MADCHI(d, a, b, c) (d = c2q_put((((u64)(a) * (b)) >> 32) + (c) + c2q_cf, false))
+#define C2Q_CARRY_CHAINS 1
+#endif
 
+#if defined(C2Q_CARRY_CHAINS)
 // a + b mod m (both < m).
 template <class T>
 DEV Fe<T> fe_add_ptx(const Fe<T>& a, const Fe<T>& b) {
@@ -257,38 +303,41 @@ DEV Fe<T> fe_sub_ptx(const Fe<T>& a, const Fe<T>& b) {
 
 // CIOS Montgomery product with carry chains: per word of b, add a·b_i (low halves, then high
 // halves one word up), then m·p the same way, then drop the zero low word.
+//
+// Both moduli are below 2^(32N−1), so the running value t stays below 2m < 2^(32N) between
+// words, and t + a·b_i + m·p < 2m + 2^33·m < 2^(32N+32): it always fits in N + 1 words. So no
+// chain carries out of the top word, and no (N+2)-th word is kept (the "no-carry" CIOS
+// condition, top word of the modulus below 2^31 − 1, holds for r and p).
 template <class T>
 DEV Fe<T> fe_mul_ptx(const Fe<T>& a, const Fe<T>& b) {
     const int N = T::N;
-    u32 t[N + 2];
+    u32 t[N + 1];
 #pragma unroll
-    for (int i = 0; i < N + 2; i++) t[i] = 0;
+    for (int i = 0; i < N + 1; i++) t[i] = 0;
 #pragma unroll
     for (int i = 0; i < N; i++) {
         const u32 bi = b.v[i];
         PTX_MADLO_CC(t[0], a.v[0], bi, t[0]);
 #pragma unroll
         for (int j = 1; j < N; j++) PTX_MADCLO_CC(t[j], a.v[j], bi, t[j]);
-        PTX_ADDC_CC(t[N], t[N], 0u);
-        PTX_ADDC(t[N + 1], 0u, 0u);
+        PTX_ADDC(t[N], t[N], 0u);
         PTX_MADHI_CC(t[1], a.v[0], bi, t[1]);
 #pragma unroll
-        for (int j = 1; j < N; j++) PTX_MADCHI_CC(t[j + 1], a.v[j], bi, t[j + 1]);
-        PTX_ADDC(t[N + 1], t[N + 1], 0u);
+        for (int j = 1; j < N - 1; j++) PTX_MADCHI_CC(t[j + 1], a.v[j], bi, t[j + 1]);
+        PTX_MADCHI(t[N], a.v[N - 1], bi, t[N]);
 
         const u32 m = t[0] * T::INV;
         PTX_MADLO_CC(t[0], m, T::mod(0), t[0]);
 #pragma unroll
         for (int j = 1; j < N; j++) PTX_MADCLO_CC(t[j], m, T::mod(j), t[j]);
-        PTX_ADDC_CC(t[N], t[N], 0u);
-        PTX_ADDC(t[N + 1], t[N + 1], 0u);
+        PTX_ADDC(t[N], t[N], 0u);
         PTX_MADHI_CC(t[1], m, T::mod(0), t[1]);
 #pragma unroll
-        for (int j = 1; j < N; j++) PTX_MADCHI_CC(t[j + 1], m, T::mod(j), t[j + 1]);
-        PTX_ADDC(t[N + 1], t[N + 1], 0u);
+        for (int j = 1; j < N - 1; j++) PTX_MADCHI_CC(t[j + 1], m, T::mod(j), t[j + 1]);
+        PTX_MADCHI(t[N], m, T::mod(N - 1), t[N]);
 #pragma unroll
-        for (int j = 0; j <= N; j++) t[j] = t[j + 1];
-        t[N + 1] = 0;
+        for (int j = 0; j < N; j++) t[j] = t[j + 1];
+        t[N] = 0;
     }
     // t < 2m: one conditional subtraction.
     Fe<T> r, d;
@@ -296,7 +345,7 @@ DEV Fe<T> fe_mul_ptx(const Fe<T>& a, const Fe<T>& b) {
 #pragma unroll
     for (int i = 1; i < N; i++) PTX_SUBC_CC(d.v[i], t[i], T::mod(i));
     u32 borrow;
-    PTX_SUBC(borrow, t[N], 0u);
+    PTX_SUBC(borrow, 0u, 0u);
 #pragma unroll
     for (int i = 0; i < N; i++) r.v[i] = borrow ? t[i] : d.v[i];
     return r;
@@ -305,7 +354,7 @@ DEV Fe<T> fe_mul_ptx(const Fe<T>& a, const Fe<T>& b) {
 
 template <class T>
 DEV Fe<T> fe_add(const Fe<T>& a, const Fe<T>& b) {
-#if defined(C2Q_PTX)
+#if defined(C2Q_CARRY_CHAINS)
     return fe_add_ptx<T>(a, b);
 #else
     return fe_add_c<T>(a, b);
@@ -314,7 +363,7 @@ DEV Fe<T> fe_add(const Fe<T>& a, const Fe<T>& b) {
 
 template <class T>
 DEV Fe<T> fe_sub(const Fe<T>& a, const Fe<T>& b) {
-#if defined(C2Q_PTX)
+#if defined(C2Q_CARRY_CHAINS)
     return fe_sub_ptx<T>(a, b);
 #else
     return fe_sub_c<T>(a, b);
@@ -335,7 +384,7 @@ DEV Fe<T> fe_neg(const Fe<T>& a) {
 // group operations use a dozen each, and one shared copy keeps ptxas time and code size sane.
 template <class T>
 DEV Fe<T> fe_mul(const Fe<T>& a, const Fe<T>& b) {
-#if defined(C2Q_PTX)
+#if defined(C2Q_CARRY_CHAINS)
     return fe_mul_ptx<T>(a, b);
 #else
     return fe_mul_inline<T>(a, b);
@@ -346,7 +395,7 @@ DEV Fe<T> fe_mul(const Fe<T>& a, const Fe<T>& b) {
 // Operands by value: a reference would force them (and every temporary of the callers) into
 // local memory; values travel in registers under the device calling convention.
 __device__ __noinline__ Fp fp_mul_call(Fp a, Fp b) {
-#if defined(C2Q_PTX)
+#if defined(C2Q_CARRY_CHAINS)
     return fe_mul_ptx<FpTag>(a, b);
 #else
     return fe_mul_inline<FpTag>(a, b);

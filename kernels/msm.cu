@@ -191,9 +191,15 @@ extern "C" __global__ void msm_scatter(const u32* digits, const u32* other_idx, 
     sorted[pos] = other_idx[i] | (((enc - 1) & 1) << 31);
 }
 
+// Blocks of 128 threads per SM the accumulation is built for: registers are capped to fit
+// them (c2q's $C2Q_KERNEL_DEFINES can override it for tuning runs).
+#ifndef C2Q_ACCUMULATE_BLOCKS
+#define C2Q_ACCUMULATE_BLOCKS 3
+#endif
+
 // Chunk t covers sorted[t·chunk, (t+1)·chunk). offsets has nbuckets + 1 entries, the last one
 // being the number of sorted entries.
-extern "C" __global__ void msm_accumulate(const u32* sorted, const u32* offsets, u32 nbuckets,
+extern "C" __global__ void __launch_bounds__(128, C2Q_ACCUMULATE_BLOCKS) msm_accumulate(const u32* sorted, const u32* offsets, u32 nbuckets,
                                           u32 chunk, const u32* points, u32* buckets,
                                           u32* cont) {
     const u32 t = blockIdx.x * blockDim.x + threadIdx.x;

@@ -70,9 +70,12 @@ DEV void butterfly(Fr& x, Fr& y, const Fr& w, bool dif) {
 // twiddles, and the block synchronises once per two stages instead of once per stage. An odd
 // stage left over runs as plain radix-2 butterflies.
 //
-// Registers are capped so that three blocks fit on an SM (a few bytes spill): on an H200 that
-// ran 5 % faster than two blocks with no spills.
-extern "C" __global__ void __launch_bounds__(256, 3) ntt_pass(u32* data, u32 s, u32 k,
+// Registers are capped so that C2Q_NTT_BLOCKS blocks fit on an SM: on an H200 three ran 5 %
+// faster than two (c2q's $C2Q_KERNEL_DEFINES can override it for tuning runs).
+#ifndef C2Q_NTT_BLOCKS
+#define C2Q_NTT_BLOCKS 3
+#endif
+extern "C" __global__ void __launch_bounds__(256, C2Q_NTT_BLOCKS) ntt_pass(u32* data, u32 s, u32 k,
                                                              u32 lo_log, const u32* tw,
                                                              u32 dif, u32 inverse) {
     __shared__ Fr tile[NTT_TILE];

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # One GPU-machine session of c2q, from a prebuilt binary (no toolchain there):
-#   ops/bench/gpu-run.sh check BIN OUTDIR   correctness: gpu-check on every GPU, PoRep proofs
-#                                           cpu = cuda, a 13-partition job on one and all GPUs
+#   ops/bench/gpu-run.sh check BIN OUTDIR   correctness: `quick`, then `porep`
+#   ops/bench/gpu-run.sh quick BIN OUTDIR   gpu-check (kernels against the CPU) on every GPU
+#   ops/bench/gpu-run.sh porep BIN OUTDIR   PoRep proofs cpu = cuda, a 13-partition job on one
+#                                           and all GPUs
 #   ops/bench/gpu-run.sh time BIN OUTDIR    timings: MSM phases at 2^27, the full `c2q bench gpu`
 #                                           table, a 13-partition job on one and all GPUs
+#   ops/bench/gpu-run.sh tune BIN OUTDIR    NTT and MSM at 2^27 for each kernel variant listed
+#                                           in $C2Q_TUNE (`;`-separated C2Q_KERNEL_DEFINES values,
+#                                           an empty one being the default build)
 # Every step's full output goes to OUTDIR; the short table is printed last.
 set -uo pipefail
 phase=$1 bin=$2 out=$3
@@ -38,11 +43,27 @@ all)
   exit $?
   ;;
 check)
+  "$0" quick "$bin" "$out/quick" && "$0" porep "$bin" "$out/porep"
+  exit $?
+  ;;
+quick)
   for d in $(seq 0 $((gpus - 1))); do
     step "gpu-check-dev$d" "$bin" gpu-check --device "$d" --seed "$RANDOM$d"
   done
+  ;;
+porep)
   step gpu-check-porep "$bin" gpu-check --porep --seed "$RANDOM"
   prove_ni
+  ;;
+tune)
+  IFS=';' read -r -a variants <<<"${C2Q_TUNE:-}"
+  [ ${#variants[@]} -eq 0 ] && variants=("")
+  k=0
+  for v in "${variants[@]}"; do
+    k=$((k + 1))
+    step "tune-$k" env C2Q_KERNEL_DEFINES="$v" "$bin" bench gpu --min-log 27 --max-log 27 --reps 5 --no-partition
+    summary+=("  defines '${v}': $(grep -E '^(ntt forward|msm full-width|msm porep-like) ' "$out/tune-$k.log" | awk '{printf "%s %s %s ms; ", $1, $2, $4}')")
+  done
   ;;
 time)
   step msm-trace-2-27 env C2Q_MSM_TRACE=1 "$bin" bench gpu --min-log 27 --max-log 27 --reps 3 --no-ntt --no-partition

@@ -6,12 +6,13 @@
 //! they do not fit, streamed from host memory piece by piece.
 
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
-use blstrs::{G1Affine, G1Projective, Scalar as Fr};
+use blstrs::{G1Affine, Scalar as Fr};
 use ff::Field;
 
-use super::device::{list_devices, DevBuf, Gpu, OutOfDeviceMemory};
+use super::device::{list_devices, DevBuf, Gpu, Lane, OutOfDeviceMemory};
 use super::limbs::{
     affine_as_limbs, scalars_as_limbs, scalars_as_limbs_mut, AFFINE_LIMBS, FR_LIMBS,
 };
@@ -114,12 +115,13 @@ fn upload_points(gpu: &Gpu, p: &[G1Affine]) -> Result<DevBuf<u32>> {
     Ok(buf)
 }
 
-fn upload_scalars_padded(gpu: &Gpu, s: &[Fr], len: usize) -> Result<DevBuf<u32>> {
+/// Copies `s` into a new device buffer of `len` scalars over `lane`, zeros after it.
+fn upload_scalars_padded(gpu: &Gpu, lane: Lane, s: &[Fr], len: usize) -> Result<DevBuf<u32>> {
     let buf = gpu.alloc::<u32>(len * FR_LIMBS)?;
     if s.len() < len {
-        gpu.memset_zero(&buf)?;
+        gpu.memset_zero_in(lane, &buf)?;
     }
-    gpu.upload(&buf, 0, scalars_as_limbs(s))?;
+    gpu.upload_in(lane, &buf, 0, scalars_as_limbs(s))?;
     Ok(buf)
 }
 
@@ -232,62 +234,162 @@ impl CudaBackend {
                 srs.h.len()
             );
         }
+        let a_scalars = witness.a_query_scalars();
+        let b_scalars = witness.b_query_scalars();
+        // a, b, c, the witness scalars (all on the device at once while H is computed), MSM
+        // scratch, twiddles.
+        let witness_bytes =
+            (witness.aux.len() + a_scalars.len() + b_scalars.len()) * FR_LIMBS * 4;
         let working = 3 * domain * FR_LIMBS * 4
+            + witness_bytes
             + scratch_bytes(domain)
             + super::ntt::twiddle_bytes(domain.trailing_zeros());
         let resident = self.ensure_resident(st, srs, working)?;
 
-        // H: upload a, b, c (freeing each host vector once it is on the device), NTTs.
-        let Evaluations { a, b, c } = evals;
-        let da = upload_scalars_padded(gpu, &a, domain)?;
-        drop(a);
-        let db = upload_scalars_padded(gpu, &b, domain)?;
-        drop(b);
-        let dc = upload_scalars_padded(gpu, &c, domain)?;
-        drop(c);
-        st.ntt.h_quotient(gpu, &da, &db, &dc, log_n)?;
-        drop(db);
-        drop(dc);
-
-        let a_scalars = witness.a_query_scalars();
-        let b_scalars = witness.b_query_scalars();
-        let sums = match resident {
+        match resident {
             Some(i) => {
                 let r = &st.resident[i];
-                let h = msm(gpu, &r.h, &da, domain - 1)?;
-                drop(da);
-                let l = device_msm(gpu, &r.l, &witness.aux)?;
-                let a = device_msm(gpu, &r.a, &a_scalars)?;
-                let b_g1 = device_msm(gpu, &r.b_g1, &b_scalars)?;
-                G1Sums { h, l, a, b_g1 }
+                let sets = PointSets {
+                    h: &r.h,
+                    l: &r.l,
+                    a: &r.a,
+                    b_g1: &r.b_g1,
+                };
+                let scalars = WitnessScalars {
+                    l: &witness.aux,
+                    a: &a_scalars,
+                    b_g1: &b_scalars,
+                };
+                let (sums, phases) = start_resident(gpu, &mut st.ntt, sets, evals, scalars)?;
+                tracing::debug!(gpu = %gpu.info, ?phases, "proving start");
+                Ok(sums)
             }
             None => {
+                // Streaming: one step at a time, the device memory going to the MSM pieces.
+                let Evaluations { a, b, c } = evals;
+                let da = upload_scalars_padded(gpu, Lane::Main, &a, domain)?;
+                drop(a);
+                let db = upload_scalars_padded(gpu, Lane::Main, &b, domain)?;
+                drop(b);
+                let dc = upload_scalars_padded(gpu, Lane::Main, &c, domain)?;
+                drop(c);
+                st.ntt.h_quotient(gpu, &da, &db, &dc, log_n)?;
+                drop((db, dc));
                 let mut h_scalars = vec![Fr::ZERO; domain - 1];
                 gpu.download(&da, 0, scalars_as_limbs_mut(&mut h_scalars))?;
                 drop(da);
-                G1Sums {
+                Ok(G1Sums {
                     h: msm_streamed(gpu, &srs.h, &h_scalars)?,
                     l: msm_streamed(gpu, &srs.l, &witness.aux)?,
                     a: msm_streamed(gpu, &srs.a, &a_scalars)?,
                     b_g1: msm_streamed(gpu, &srs.b_g1, &b_scalars)?,
-                }
+                })
             }
-        };
-        Ok(sums)
+        }
     }
 }
 
-/// An MSM over resident points with host scalars.
-fn device_msm(gpu: &Gpu, points: &DevBuf<u32>, scalars: &[Fr]) -> Result<G1Projective> {
-    if points.len() != scalars.len() * AFFINE_LIMBS {
-        bail!(
-            "{} scalars for {} points",
-            scalars.len(),
-            points.len() / AFFINE_LIMBS
-        );
+/// One circuit's G1 point sets on the device.
+pub struct PointSets<'a> {
+    pub h: &'a DevBuf<u32>,
+    pub l: &'a DevBuf<u32>,
+    pub a: &'a DevBuf<u32>,
+    pub b_g1: &'a DevBuf<u32>,
+}
+
+/// The host scalars of the L, A and B (G1) MSMs.
+pub struct WitnessScalars<'a> {
+    pub l: &'a [Fr],
+    pub a: &'a [Fr],
+    pub b_g1: &'a [Fr],
+}
+
+/// Where the time of one proving start went, on the host clock.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct StartPhases {
+    /// Copying a to the device: nothing to hide it behind yet.
+    pub upload_a_ms: f64,
+    /// From there until H's coefficients are ready: seven NTTs, with b, c and the witness
+    /// scalars copied meanwhile.
+    pub h_ms: f64,
+    pub msm_h_ms: f64,
+    pub msm_l_ms: f64,
+    pub msm_a_ms: f64,
+    pub msm_b_ms: f64,
+    pub total_ms: f64,
+}
+
+/// Proving start over resident point sets. The copies overlap the arithmetic: a goes first,
+/// then while the GPU transforms it, b goes over the side lane, then c, then the witness
+/// scalars while H is finished; each host vector of a, b, c is released once it is on the
+/// device.
+pub fn start_resident(
+    gpu: &Gpu,
+    ntt: &mut Ntt,
+    sets: PointSets,
+    evals: Evaluations,
+    scalars: WitnessScalars,
+) -> Result<(G1Sums, StartPhases)> {
+    gpu.bind()?;
+    let n = evals.constraints();
+    let domain = n.max(1).next_power_of_two();
+    let log_n = domain.trailing_zeros();
+    let pairs = [
+        ("H", sets.h, domain - 1),
+        ("L", sets.l, scalars.l.len()),
+        ("A", sets.a, scalars.a.len()),
+        ("B", sets.b_g1, scalars.b_g1.len()),
+    ];
+    for (name, points, len) in pairs {
+        if points.len() != len * AFFINE_LIMBS {
+            bail!(
+                "{len} scalars for the {} {name} points",
+                points.len() / AFFINE_LIMBS
+            );
+        }
     }
-    let ds = upload_scalars_padded(gpu, scalars, scalars.len())?;
-    msm(gpu, points, &ds, scalars.len())
+    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
+    let mut phases = StartPhases::default();
+    let total = Instant::now();
+
+    let Evaluations { a, b, c } = evals;
+    let t = Instant::now();
+    let da = upload_scalars_padded(gpu, Lane::Main, &a, domain)?;
+    drop(a);
+    phases.upload_a_ms = ms(t);
+    let t = Instant::now();
+    ntt.coset_evaluations(gpu, &da, log_n)?;
+    let db = upload_scalars_padded(gpu, Lane::Side, &b, domain)?;
+    drop(b);
+    gpu.wait_for(Lane::Main, Lane::Side)?;
+    ntt.coset_evaluations(gpu, &db, log_n)?;
+    let dc = upload_scalars_padded(gpu, Lane::Side, &c, domain)?;
+    drop(c);
+    gpu.wait_for(Lane::Main, Lane::Side)?;
+    ntt.coset_evaluations(gpu, &dc, log_n)?;
+    ntt.h_from_coset_evaluations(gpu, &da, &db, &dc, log_n)?;
+    let dl = upload_scalars_padded(gpu, Lane::Side, scalars.l, scalars.l.len())?;
+    let d_a = upload_scalars_padded(gpu, Lane::Side, scalars.a, scalars.a.len())?;
+    let d_b = upload_scalars_padded(gpu, Lane::Side, scalars.b_g1, scalars.b_g1.len())?;
+    gpu.sync()?;
+    drop((db, dc));
+    phases.h_ms = ms(t);
+
+    let t = Instant::now();
+    let h = msm(gpu, sets.h, &da, domain - 1)?;
+    drop(da);
+    phases.msm_h_ms = ms(t);
+    let t = Instant::now();
+    let l = msm(gpu, sets.l, &dl, scalars.l.len())?;
+    phases.msm_l_ms = ms(t);
+    let t = Instant::now();
+    let a = msm(gpu, sets.a, &d_a, scalars.a.len())?;
+    phases.msm_a_ms = ms(t);
+    let t = Instant::now();
+    let b_g1 = msm(gpu, sets.b_g1, &d_b, scalars.b_g1.len())?;
+    phases.msm_b_ms = ms(t);
+    phases.total_ms = ms(total);
+    Ok((G1Sums { h, l, a, b_g1 }, phases))
 }
 
 impl Backend for CudaBackend {

@@ -68,13 +68,25 @@ const PROGRAMS: &[(&str, &str, &[&str])] = &[
 const COMPILE_OPTIONS: &[&str] = &["-std=c++17"];
 
 /// The options in effect: `$C2Q_KERNELS_PORTABLE` (any value) swaps the carry-chain assembly
-/// of the field arithmetic for plain C++, to rule it out when diagnosing a GPU mismatch.
-fn compile_options() -> Vec<String> {
+/// of the field arithmetic for plain C++, to rule it out when diagnosing a GPU mismatch;
+/// `$C2Q_KERNEL_DEFINES` adds `-DNAME[=VALUE]` definitions (tuning knobs the kernels read,
+/// such as `C2Q_ACCUMULATE_BLOCKS`), so that variants can be compared with one binary.
+fn compile_options() -> Result<Vec<String>> {
     let mut o: Vec<String> = COMPILE_OPTIONS.iter().map(|s| s.to_string()).collect();
     if std::env::var_os("C2Q_KERNELS_PORTABLE").is_some() {
         o.push("-DC2Q_PORTABLE".into());
     }
-    o
+    if let Ok(defines) = std::env::var("C2Q_KERNEL_DEFINES") {
+        for d in defines.split_whitespace() {
+            let name = d.strip_prefix("-D").unwrap_or("");
+            let ident = name.split('=').next().unwrap_or("");
+            if ident.is_empty() || !ident.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                bail!("C2Q_KERNEL_DEFINES holds {d:?}: only -DNAME or -DNAME=VALUE are accepted");
+            }
+            o.push(d.to_string());
+        }
+    }
+    Ok(o)
 }
 
 /// A device-memory allocation failed. Retryable: the memory may be free again once other work
@@ -200,12 +212,13 @@ pub fn kernel_cache_dir() -> Option<PathBuf> {
     std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/c2q/kernels"))
 }
 
-/// One GPU, ready to run c2q's kernels: its context, one stream (all work on it is ordered),
-/// the kernels, and the device memory c2q holds on it.
+/// One GPU, ready to run c2q's kernels: its context, two streams (see [`Lane`]), the kernels,
+/// and the device memory c2q holds on it.
 pub struct Gpu {
     pub info: DeviceInfo,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
+    side: Arc<CudaStream>,
     functions: HashMap<&'static str, CudaFunction>,
     allocated: Arc<AtomicU64>,
     staging: Mutex<Option<Staging>>,
@@ -255,6 +268,15 @@ impl Drop for Staging {
     }
 }
 
+/// The two streams of a GPU. Work on one lane runs in order; work on the other may run beside
+/// it, which is how copies and sorting hide behind arithmetic. Everything is on `Main` unless
+/// a caller asks otherwise, and crossing lanes needs [`Gpu::wait_for`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lane {
+    Main,
+    Side,
+}
+
 impl std::fmt::Debug for Gpu {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Gpu({})", self.info)
@@ -276,6 +298,16 @@ impl Gpu {
         let stream = ctx
             .new_stream()
             .with_context(|| format!("cannot create a CUDA stream on device {ordinal}"))?;
+        // The side lane carries short memory-bound work (copies, sorting) beside long kernels
+        // on the main lane: with the higher priority, the block scheduler gives its kernels
+        // SMs as soon as blocks of the long kernel retire instead of after the whole kernel.
+        ctx.bind_to_thread()
+            .with_context(|| format!("cannot use the CUDA context of device {ordinal}"))?;
+        let (_, highest) = dres::stream::get_priority_range()
+            .with_context(|| format!("cannot query stream priorities on device {ordinal}"))?;
+        let side = ctx
+            .new_stream_with_priority(highest)
+            .with_context(|| format!("cannot create a CUDA stream on device {ordinal}"))?;
         let mut functions = HashMap::new();
         for (name, source, kernels) in PROGRAMS {
             let image = build_program(name, source, info.compute_capability)?;
@@ -293,6 +325,7 @@ impl Gpu {
             info,
             ctx,
             stream,
+            side,
             functions,
             allocated: Arc::new(AtomicU64::new(0)),
             staging: Mutex::new(None),
@@ -364,14 +397,61 @@ impl Gpu {
     }
 
     pub fn memset_zero<T: Copy>(&self, buf: &DevBuf<T>) -> Result<()> {
+        self.memset_zero_in(Lane::Main, buf)
+    }
+
+    pub fn memset_zero_in<T: Copy>(&self, lane: Lane, buf: &DevBuf<T>) -> Result<()> {
         self.bind()?;
-        // SAFETY: the range lies inside `buf`; ordered on our stream.
-        unsafe { dres::memset_d8_async(buf.ptr, 0, buf.bytes, self.stream.cu_stream()) }
+        // SAFETY: the range lies inside `buf`; ordered on the lane's stream.
+        unsafe { dres::memset_d8_async(buf.ptr, 0, buf.bytes, self.lane(lane).cu_stream()) }
             .context("cuMemsetD8Async failed")
     }
 
-    /// Copy host data into `buf` starting at element `offset`.
+    fn lane(&self, lane: Lane) -> &Arc<CudaStream> {
+        match lane {
+            Lane::Main => &self.stream,
+            Lane::Side => &self.side,
+        }
+    }
+
+    /// Marks the work queued on `lane` so far, for [`Gpu::wait_event`].
+    pub fn record(&self, lane: Lane) -> Result<cudarc::driver::CudaEvent> {
+        self.lane(lane)
+            .record_event(None)
+            .with_context(|| format!("cannot record a CUDA event on {}", self.info))
+    }
+
+    /// Work queued on `lane` from now on starts only after the work `event` marks.
+    pub fn wait_event(&self, lane: Lane, event: &cudarc::driver::CudaEvent) -> Result<()> {
+        self.lane(lane)
+            .wait(event)
+            .with_context(|| format!("cannot order the streams of {}", self.info))
+    }
+
+    /// Work queued on `waiter` from now on starts only after what is queued on `on` now.
+    pub fn wait_for(&self, waiter: Lane, on: Lane) -> Result<()> {
+        if waiter == on {
+            return Ok(());
+        }
+        self.lane(waiter)
+            .join(self.lane(on))
+            .with_context(|| format!("cannot order the streams of {}", self.info))
+    }
+
+    /// Copy host data into `buf` starting at element `offset`, on the main lane.
     pub fn upload<T: Copy>(&self, buf: &DevBuf<T>, offset: usize, src: &[T]) -> Result<()> {
+        self.upload_in(Lane::Main, buf, offset, src)
+    }
+
+    /// Copy host data into `buf` on `lane`; returns when the copy is done (only that lane is
+    /// waited for, so work on the other lane keeps running meanwhile).
+    pub fn upload_in<T: Copy>(
+        &self,
+        lane: Lane,
+        buf: &DevBuf<T>,
+        offset: usize,
+        src: &[T],
+    ) -> Result<()> {
         if offset + src.len() > buf.len {
             bail!(
                 "upload of {} elements at {offset} overruns a buffer of {}",
@@ -389,18 +469,20 @@ impl Gpu {
             std::slice::from_raw_parts(src.as_ptr() as *const u8, std::mem::size_of_val(src))
         };
         if bytes.len() >= 4 * STAGING_BYTES {
-            return self.upload_staged(dst, bytes);
+            return self.upload_staged(lane, dst, bytes);
         }
+        let stream = self.lane(lane);
         // SAFETY: bounds checked above. The copy is synchronised before returning, so `src`
         // outlives it.
-        unsafe { dres::memcpy_htod_async(dst, bytes, self.stream.cu_stream()) }
+        unsafe { dres::memcpy_htod_async(dst, bytes, stream.cu_stream()) }
             .context("host-to-device copy failed")?;
-        self.sync()
+        self.sync_lane(lane)
     }
 
     /// Large upload through the two pinned buffers, the host copy of one piece overlapping
     /// the DMA of the previous one.
-    fn upload_staged(&self, dst: u64, bytes: &[u8]) -> Result<()> {
+    fn upload_staged(&self, lane: Lane, dst: u64, bytes: &[u8]) -> Result<()> {
+        let stream = self.lane(lane);
         use rayon::prelude::*;
         let mut guard = self
             .staging
@@ -427,13 +509,13 @@ impl Gpu {
             // SAFETY: pinned source of piece.len() bytes, destination inside the buffer the
             // caller checked; the event marks when the source may be reused.
             unsafe {
-                dres::memcpy_htod_async(at, &*stage, self.stream.cu_stream())
+                dres::memcpy_htod_async(at, &*stage, stream.cu_stream())
                     .context("host-to-device copy failed")?;
-                dres::event::record(st.events[k], self.stream.cu_stream())
+                dres::event::record(st.events[k], stream.cu_stream())
                     .context("cannot record a staging event")?;
             }
         }
-        self.sync()
+        self.sync_lane(lane)
     }
 
     /// Copy `dst.len()` elements from `buf` at element `offset` to the host.
@@ -453,7 +535,7 @@ impl Gpu {
         // SAFETY: bounds checked above; synchronised before `dst` is used.
         unsafe { dres::memcpy_dtoh_async(dst, src, self.stream.cu_stream()) }
             .context("device-to-host copy failed")?;
-        self.sync()
+        self.sync_lane(Lane::Main)
     }
 
     /// Device-to-device copy of `len` elements.
@@ -485,16 +567,33 @@ impl Gpu {
         .context("device-to-device copy failed")
     }
 
-    /// Wait for all queued work, surfacing any asynchronous kernel error.
+    /// Wait for all queued work on both lanes, surfacing any asynchronous kernel error.
     pub fn sync(&self) -> Result<()> {
-        self.stream
+        self.sync_lane(Lane::Side)?;
+        self.sync_lane(Lane::Main)
+    }
+
+    fn sync_lane(&self, lane: Lane) -> Result<()> {
+        self.lane(lane)
             .synchronize()
             .with_context(|| format!("GPU work failed on {}", self.info))
     }
 
-    /// Launch `kernel` with `grid` blocks of `block` threads; `args` are pushed in order.
+    /// Launch `kernel` with `grid` blocks of `block` threads on the main lane; `args` are
+    /// pushed in order.
     pub fn launch(
         &self,
+        kernel: &str,
+        grid: u32,
+        block: u32,
+        args: &[&dyn KernelArg],
+    ) -> Result<()> {
+        self.launch_in(Lane::Main, kernel, grid, block, args)
+    }
+
+    pub fn launch_in(
+        &self,
+        lane: Lane,
         kernel: &str,
         grid: u32,
         block: u32,
@@ -507,7 +606,7 @@ impl Gpu {
         if grid == 0 {
             return Ok(());
         }
-        let mut builder = self.stream.launch_builder(f);
+        let mut builder = self.lane(lane).launch_builder(f);
         for a in args {
             a.push(&mut builder);
         }
@@ -605,7 +704,7 @@ fn build_program(name: &str, source: &str, cc: (i32, i32)) -> Result<Vec<u8>> {
         h.update(hname.as_bytes());
         h.update(hsrc.as_bytes());
     }
-    for o in compile_options() {
+    for o in compile_options()? {
         h.update(o.as_bytes());
     }
     h.update(format!("nvrtc {}.{}", nvrtc.0, nvrtc.1).as_bytes());
@@ -696,7 +795,7 @@ fn nvrtc_compile(name: &str, source: &str, arch: &str) -> Result<Vec<u8>> {
     )?;
     let prog = Program(prog);
     let mut opts: Vec<CString> = vec![CString::new(format!("--gpu-architecture={arch}"))?];
-    for o in compile_options() {
+    for o in compile_options()? {
         opts.push(CString::new(o)?);
     }
     let opts_p: Vec<*const c_char> = opts.iter().map(|s| s.as_ptr()).collect();

@@ -9,7 +9,7 @@ use anyhow::{ensure, Result};
 use blstrs::{G1Affine, G1Projective, Scalar as Fr};
 use group::Group;
 
-use super::device::{blocks, DevBuf, Gpu};
+use super::device::{blocks, DevBuf, Gpu, Lane};
 use super::limbs::{
     affine_as_limbs, jacobian_from_limbs, scalars_as_limbs, AFFINE_LIMBS, FR_LIMBS, JACOBIAN_LIMBS,
 };
@@ -97,8 +97,9 @@ pub fn scratch_bytes(n: usize) -> usize {
     let c = window_bits(n);
     let windows = 256usize.div_ceil(c as usize);
     let buckets = 1usize << (c - 1);
-    let per_scalar = 4 + 4 + FR_LIMBS * 4 + windows * 4 + 4 + (XYZZ_LIMBS * 4) / 32;
-    n * per_scalar + buckets * (windows * XYZZ_LIMBS * 4 + 16) + (64 << 20)
+    // index, compacted scalar, digits of every window, two sort buffers, continuation slots.
+    let per_scalar = 4 + 4 + FR_LIMBS * 4 + windows * 4 + 2 * 4 + (XYZZ_LIMBS * 4) / 32;
+    n * per_scalar + buckets * (windows * XYZZ_LIMBS * 4 + 32) + (64 << 20)
 }
 
 /// Σ s_i·P_i for i < n over device-resident points and scalars (Montgomery form).
@@ -263,31 +264,50 @@ impl Scan {
         })
     }
 
-    fn run(&self, gpu: &Gpu, input: u64, output: u64, len: u32) -> Result<()> {
-        self.level(gpu, 0, input, output, len)
+    fn run(&self, gpu: &Gpu, lane: Lane, input: u64, output: u64, len: u32) -> Result<()> {
+        self.level(gpu, lane, 0, input, output, len)
     }
 
-    fn level(&self, gpu: &Gpu, depth: usize, input: u64, output: u64, len: u32) -> Result<()> {
+    fn level(
+        &self,
+        gpu: &Gpu,
+        lane: Lane,
+        depth: usize,
+        input: u64,
+        output: u64,
+        len: u32,
+    ) -> Result<()> {
         let nb = len.div_ceil(1024);
         if nb <= 1 {
             let spare = self.spare.ptr();
-            return gpu.launch("scan_blocks", 1, 256, &[&input, &output, &len, &spare]);
+            return gpu.launch_in(lane, "scan_blocks", 1, 256, &[&input, &output, &len, &spare]);
         }
         let (_, sums, scanned) = &self.levels[depth];
-        gpu.launch(
+        gpu.launch_in(
+            lane,
             "scan_blocks",
             nb,
             256,
             &[&input, &output, &len, &sums.ptr()],
         )?;
-        self.level(gpu, depth + 1, sums.ptr(), scanned.ptr(), nb)?;
-        gpu.launch(
+        self.level(gpu, lane, depth + 1, sums.ptr(), scanned.ptr(), nb)?;
+        gpu.launch_in(
+            lane,
             "scan_add",
             blocks(len as u64, 256)?,
             256,
             &[&output, &len, &scanned.ptr()],
         )
     }
+}
+
+/// One window's counting sort: bucket sizes, their prefix sums, fill counters, and the
+/// (point, sign) entries ordered by bucket.
+struct SortBuffers {
+    counts: DevBuf<u32>,
+    offsets: DevBuf<u32>,
+    fill: DevBuf<u32>,
+    sorted: DevBuf<u32>,
 }
 
 /// Pippenger over the `m` compacted non-trivial scalars (canonical form) and their point
@@ -313,10 +333,21 @@ fn pippenger(
         &[&scalars.ptr(), &m, &c, &windows, &digits.ptr()],
     )?;
 
-    let counts = gpu.alloc::<u32>(nbuckets as usize + 1)?;
-    let offsets = gpu.alloc::<u32>(nbuckets as usize + 1)?;
-    let fill = gpu.alloc::<u32>(nbuckets as usize)?;
-    let sorted = gpu.alloc::<u32>(mu)?;
+    // Sorting window w + 1 (memory-bound: atomics and scattered writes) runs on the side lane
+    // while window w's buckets accumulate (arithmetic-bound) on the main lane, with two sets of
+    // sort buffers. With C2Q_MSM_TRACE the phases run one after another instead, so that each
+    // can be timed.
+    let overlap = !trace.on;
+    let sort_lane = if overlap { Lane::Side } else { Lane::Main };
+    let mut sorts = Vec::new();
+    for _ in 0..if overlap { 2 } else { 1 } {
+        sorts.push(SortBuffers {
+            counts: gpu.alloc::<u32>(nbuckets as usize + 1)?,
+            offsets: gpu.alloc::<u32>(nbuckets as usize + 1)?,
+            fill: gpu.alloc::<u32>(nbuckets as usize)?,
+            sorted: gpu.alloc::<u32>(mu)?,
+        });
+    }
     // Every window keeps its buckets, so that the window reductions run in one launch.
     let buckets = gpu.alloc::<u32>(windows as usize * nbuckets as usize * XYZZ_LIMBS)?;
     let chunk = chunk_len(m);
@@ -328,19 +359,29 @@ fn pippenger(
     let scan = Scan::new(gpu, nbuckets + 1)?;
 
     trace.mark(gpu, "digits+alloc")?;
-    for w in 0..windows {
-        let dw = digits.at(w as usize * mu);
-        let wb = buckets.at(w as usize * nbuckets as usize * XYZZ_LIMBS);
-        gpu.memset_zero(&counts)?;
-        gpu.memset_zero(&fill)?;
-        gpu.launch(
+    // The sorts need the digits.
+    gpu.wait_for(sort_lane, Lane::Main)?;
+    // accumulated[w]: window w is done with its sort buffers (marked on the main lane).
+    let mut accumulated = Vec::with_capacity(windows as usize);
+    for w in 0..windows as usize {
+        let sb = &sorts[w % sorts.len()];
+        if w >= sorts.len() {
+            gpu.wait_event(sort_lane, &accumulated[w - sorts.len()])?;
+        }
+        let dw = digits.at(w * mu);
+        let wb = buckets.at(w * nbuckets as usize * XYZZ_LIMBS);
+        gpu.memset_zero_in(sort_lane, &sb.counts)?;
+        gpu.memset_zero_in(sort_lane, &sb.fill)?;
+        gpu.launch_in(
+            sort_lane,
             "msm_histogram",
             blocks(m as u64, 256)?,
             256,
-            &[&dw, &m, &counts.ptr()],
+            &[&dw, &m, &sb.counts.ptr()],
         )?;
-        scan.run(gpu, counts.ptr(), offsets.ptr(), nbuckets + 1)?;
-        gpu.launch(
+        scan.run(gpu, sort_lane, sb.counts.ptr(), sb.offsets.ptr(), nbuckets + 1)?;
+        gpu.launch_in(
+            sort_lane,
             "msm_scatter",
             blocks(m as u64, 256)?,
             256,
@@ -348,19 +389,21 @@ fn pippenger(
                 &dw,
                 &idx.ptr(),
                 &m,
-                &offsets.ptr(),
-                &fill.ptr(),
-                &sorted.ptr(),
+                &sb.offsets.ptr(),
+                &sb.fill.ptr(),
+                &sb.sorted.ptr(),
             ],
         )?;
         trace.mark(gpu, "sort")?;
+        let sorted = gpu.record(sort_lane)?;
+        gpu.wait_event(Lane::Main, &sorted)?;
         gpu.launch(
             "msm_accumulate",
             blocks(chunks as u64, 128)?,
             128,
             &[
-                &sorted.ptr(),
-                &offsets.ptr(),
+                &sb.sorted.ptr(),
+                &sb.offsets.ptr(),
                 &nbuckets,
                 &chunk,
                 &points.ptr(),
@@ -373,8 +416,9 @@ fn pippenger(
             "msm_bucket_fix",
             blocks(nbuckets as u64, 128)?,
             128,
-            &[&wb, &cont.ptr(), &offsets.ptr(), &nbuckets, &chunk],
+            &[&wb, &cont.ptr(), &sb.offsets.ptr(), &nbuckets, &chunk],
         )?;
+        accumulated.push(gpu.record(Lane::Main)?);
         trace.mark(gpu, "fix")?;
     }
     gpu.launch(

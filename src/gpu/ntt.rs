@@ -8,7 +8,7 @@ use anyhow::{ensure, Result};
 use blstrs::Scalar as Fr;
 use ff::{Field, PrimeField};
 
-use super::device::{blocks, DevBuf, Gpu};
+use super::device::{blocks, DevBuf, Gpu, Lane};
 use super::limbs::{scalars_as_limbs, FR_LIMBS};
 
 /// Largest supported domain: 2^28 elements (the 2^27 PoRep domain and one size above).
@@ -75,10 +75,21 @@ pub fn twiddle_bytes(log_n: u32) -> usize {
     table_len(log_n.max(1)) as usize * FR_LIMBS * 4
 }
 
-/// NTT state for one GPU: the twiddle table for the largest domain used so far.
+/// NTT state for one GPU: the twiddle table for the largest domain used so far, and the
+/// power tables of the scalings used so far (a handful per domain size: n^-1, the coset
+/// generator and its inverse). Keeping them resident means a scaling never waits for the host,
+/// so the transforms of H can be queued while the host copies the next input.
 #[derive(Default)]
 pub struct Ntt {
     twiddles: Option<(u32, DevBuf<u32>)>,
+    powers: Vec<PowerTable>,
+}
+
+/// Device tables for c·x^i, i < 2^log_n (see `power_tables`).
+struct PowerTable {
+    key: (u32, [u8; 32], [u8; 32]),
+    hi: DevBuf<u32>,
+    lo: DevBuf<u32>,
 }
 
 impl Ntt {
@@ -86,9 +97,34 @@ impl Ntt {
         Ntt::default()
     }
 
-    /// Device bytes held by the twiddle table.
+    /// Device bytes held by the twiddle and power tables.
     pub fn resident_bytes(&self) -> usize {
         self.twiddles.as_ref().map_or(0, |(_, b)| b.bytes())
+            + self
+                .powers
+                .iter()
+                .map(|p| p.hi.bytes() + p.lo.bytes())
+                .sum::<usize>()
+    }
+
+    /// Device addresses of the (hi, lo) tables for c·x^i, i < 2^log_n, made on first use.
+    /// The upload goes over the side lane and the main lane waits for it, so queued work on
+    /// the main lane is not waited for.
+    fn power_table(&mut self, gpu: &Gpu, log_n: u32, x: Fr, c: Fr) -> Result<(u64, u64)> {
+        let key = (log_n, x.to_repr(), c.to_repr());
+        if let Some(p) = self.powers.iter().find(|p| p.key == key) {
+            return Ok((p.hi.ptr(), p.lo.ptr()));
+        }
+        let (hi, lo) = power_tables(x, c, 1u64 << log_n);
+        let table = PowerTable {
+            key,
+            hi: upload_scalars_in(gpu, Lane::Side, &hi)?,
+            lo: upload_scalars_in(gpu, Lane::Side, &lo)?,
+        };
+        gpu.wait_for(Lane::Main, Lane::Side)?;
+        let ptrs = (table.hi.ptr(), table.lo.ptr());
+        self.powers.push(table);
+        Ok(ptrs)
     }
 
     fn ensure_twiddles(&mut self, gpu: &Gpu, log_n: u32) -> Result<()> {
@@ -186,9 +222,9 @@ impl Ntt {
         )
     }
 
-    /// data[p] *= c·x^i, i = p (natural order) or bitrev(p).
+    /// data[p] *= c·x^i, i = p (natural order) or bitrev(p). Queued on the main lane.
     fn scale(
-        &self,
+        &mut self,
         gpu: &Gpu,
         data: &DevBuf<u32>,
         log_n: u32,
@@ -197,23 +233,13 @@ impl Ntt {
         bitrev: bool,
     ) -> Result<()> {
         let n = 1u64 << log_n;
-        let (hi, lo) = power_tables(x, c, n);
-        let dhi = upload_scalars(gpu, &hi)?;
-        let dlo = upload_scalars(gpu, &lo)?;
+        let (hi, lo) = self.power_table(gpu, log_n, x, c)?;
         gpu.launch(
             "scale_powers",
             blocks(n, 256)?,
             256,
-            &[
-                &data.ptr(),
-                &log_n,
-                &dhi.ptr(),
-                &dlo.ptr(),
-                &(bitrev as u32),
-            ],
-        )?;
-        // The tables are freed on return: wait for the kernel that reads them first.
-        gpu.sync()
+            &[&data.ptr(), &log_n, &hi, &lo, &(bitrev as u32)],
+        )
     }
 
     /// Coefficients → evaluations on the domain.
@@ -256,7 +282,9 @@ impl Ntt {
 
     /// From evaluations → coset evaluations of one of a, b, c: iNTT, times g^i/n, NTT. The
     /// DIF inverse leaves bit-reversed coefficients, which is what the DIT forward wants.
-    fn coset_evaluations(&mut self, gpu: &Gpu, data: &DevBuf<u32>, log_n: u32) -> Result<()> {
+    /// Queued on the main lane, not waited for: the first step of H, once per input.
+    pub fn coset_evaluations(&mut self, gpu: &Gpu, data: &DevBuf<u32>, log_n: u32) -> Result<()> {
+        check_len(data, log_n)?;
         self.transform(gpu, data, log_n, true, true)?;
         self.scale(
             gpu,
@@ -267,6 +295,37 @@ impl Ntt {
             true,
         )?;
         self.transform(gpu, data, log_n, false, false)
+    }
+
+    /// The last step of H, after `coset_evaluations` of a, b and c: a = (a·b − c)/Z on the
+    /// coset, back to coefficients in natural order. Queued on the main lane, not waited for.
+    pub fn h_from_coset_evaluations(
+        &mut self,
+        gpu: &Gpu,
+        a: &DevBuf<u32>,
+        b: &DevBuf<u32>,
+        c: &DevBuf<u32>,
+        log_n: u32,
+    ) -> Result<()> {
+        for d in [a, b, c] {
+            check_len(d, log_n)?;
+        }
+        let n = 1u64 << log_n;
+        // Z(x) = x^n − 1 takes the value g^n − 1 at every point of the coset; its inverse is
+        // kept as a one-entry power table.
+        let z = Fr::MULTIPLICATIVE_GENERATOR.pow_vartime([n]) - Fr::ONE;
+        let zinv = Option::<Fr>::from(z.invert())
+            .ok_or_else(|| anyhow::anyhow!("Z vanishes on the coset"))?;
+        let (dz, _) = self.power_table(gpu, 0, Fr::ONE, zinv)?;
+        gpu.launch(
+            "h_combine",
+            blocks(n, 256)?,
+            256,
+            &[&a.ptr(), &b.ptr(), &c.ptr(), &dz, &n],
+        )?;
+        self.transform(gpu, a, log_n, true, true)?;
+        self.scale(gpu, a, log_n, gen_inv(), n_inv(log_n), true)?;
+        self.bit_reverse(gpu, a, log_n)
     }
 
     /// The coefficients of H = (a·b − c)/Z, as bellperson computes them: a, b, c hold the
@@ -284,21 +343,7 @@ impl Ntt {
         for d in [a, b, c] {
             self.coset_evaluations(gpu, d, log_n)?;
         }
-        let n = 1u64 << log_n;
-        // Z(x) = x^n − 1 takes the value g^n − 1 at every point of the coset.
-        let z = Fr::MULTIPLICATIVE_GENERATOR.pow_vartime([n]) - Fr::ONE;
-        let zinv = Option::<Fr>::from(z.invert())
-            .ok_or_else(|| anyhow::anyhow!("Z vanishes on the coset"))?;
-        let dz = upload_scalars(gpu, &[zinv])?;
-        gpu.launch(
-            "h_combine",
-            blocks(n, 256)?,
-            256,
-            &[&a.ptr(), &b.ptr(), &c.ptr(), &dz.ptr(), &n],
-        )?;
-        self.transform(gpu, a, log_n, true, true)?;
-        self.scale(gpu, a, log_n, gen_inv(), n_inv(log_n), true)?;
-        self.bit_reverse(gpu, a, log_n)?;
+        self.h_from_coset_evaluations(gpu, a, b, c, log_n)?;
         gpu.sync()
     }
 }
@@ -329,8 +374,13 @@ fn check_len(data: &DevBuf<u32>, log_n: u32) -> Result<()> {
 
 /// Copy scalars to a new device buffer.
 pub fn upload_scalars(gpu: &Gpu, s: &[Fr]) -> Result<DevBuf<u32>> {
+    upload_scalars_in(gpu, Lane::Main, s)
+}
+
+/// Copy scalars to a new device buffer over `lane`.
+pub fn upload_scalars_in(gpu: &Gpu, lane: Lane, s: &[Fr]) -> Result<DevBuf<u32>> {
     let buf = gpu.alloc::<u32>(s.len() * FR_LIMBS)?;
-    gpu.upload(&buf, 0, scalars_as_limbs(s))?;
+    gpu.upload_in(lane, &buf, 0, scalars_as_limbs(s))?;
     Ok(buf)
 }
 
