@@ -309,20 +309,22 @@ pub struct WitnessScalars<'a> {
 pub struct StartPhases {
     /// Copying a to the device: nothing to hide it behind yet.
     pub upload_a_ms: f64,
-    /// From there until H's coefficients are ready: seven NTTs, with b, c and the witness
-    /// scalars copied meanwhile.
+    /// From there until H's coefficients are ready: seven NTTs, with b and c copied meanwhile.
     pub h_ms: f64,
+    /// The MSM over H's coefficients, with the witness scalars copied meanwhile.
     pub msm_h_ms: f64,
+    /// Waiting for the rest of the witness copy, if the MSM finished first.
+    pub witness_wait_ms: f64,
     pub msm_l_ms: f64,
     pub msm_a_ms: f64,
     pub msm_b_ms: f64,
     pub total_ms: f64,
 }
 
-/// Proving start over resident point sets. The copies overlap the arithmetic: a goes first,
-/// then while the GPU transforms it, b goes over the side lane, then c, then the witness
-/// scalars while H is finished; each host vector of a, b, c is released once it is on the
-/// device.
+/// Proving start over resident point sets. Copies overlap arithmetic: a goes first; while the
+/// GPU transforms it, b goes over the copy lane, then c; the witness scalars go over from
+/// another host thread while the GPU computes H's MSM. Host memory of a, b, c is released as
+/// soon as each is on the device.
 pub fn start_resident(
     gpu: &Gpu,
     ntt: &mut Ntt,
@@ -355,30 +357,44 @@ pub fn start_resident(
     let Evaluations { a, b, c } = evals;
     let t = Instant::now();
     let da = upload_scalars_padded(gpu, Lane::Main, &a, domain)?;
-    drop(a);
+    release(a);
     phases.upload_a_ms = ms(t);
     let t = Instant::now();
     ntt.coset_evaluations(gpu, &da, log_n)?;
-    let db = upload_scalars_padded(gpu, Lane::Side, &b, domain)?;
-    drop(b);
-    gpu.wait_for(Lane::Main, Lane::Side)?;
+    let db = upload_scalars_padded(gpu, Lane::Copy, &b, domain)?;
+    release(b);
+    gpu.wait_for(Lane::Main, Lane::Copy)?;
     ntt.coset_evaluations(gpu, &db, log_n)?;
-    let dc = upload_scalars_padded(gpu, Lane::Side, &c, domain)?;
-    drop(c);
-    gpu.wait_for(Lane::Main, Lane::Side)?;
+    let dc = upload_scalars_padded(gpu, Lane::Copy, &c, domain)?;
+    release(c);
+    gpu.wait_for(Lane::Main, Lane::Copy)?;
     ntt.coset_evaluations(gpu, &dc, log_n)?;
     ntt.h_from_coset_evaluations(gpu, &da, &db, &dc, log_n)?;
-    let dl = upload_scalars_padded(gpu, Lane::Side, scalars.l, scalars.l.len())?;
-    let d_a = upload_scalars_padded(gpu, Lane::Side, scalars.a, scalars.a.len())?;
-    let d_b = upload_scalars_padded(gpu, Lane::Side, scalars.b_g1, scalars.b_g1.len())?;
-    gpu.sync()?;
+    gpu.sync_lane(Lane::Main)?;
     drop((db, dc));
     phases.h_ms = ms(t);
 
-    let t = Instant::now();
-    let h = msm(gpu, sets.h, &da, domain - 1)?;
+    let (h, witness) = std::thread::scope(|scope| {
+        let copier = scope.spawn(|| -> Result<[DevBuf<u32>; 3]> {
+            gpu.bind()?;
+            let up = |s: &[Fr]| upload_scalars_padded(gpu, Lane::Copy, s, s.len());
+            Ok([up(scalars.l)?, up(scalars.a)?, up(scalars.b_g1)?])
+        });
+        let t = Instant::now();
+        let h = msm(gpu, sets.h, &da, domain - 1);
+        phases.msm_h_ms = ms(t);
+        let t = Instant::now();
+        let witness = copier
+            .join()
+            .map_err(|_| anyhow!("the witness copy thread panicked"));
+        phases.witness_wait_ms = ms(t);
+        (h, witness)
+    });
+    let h = h?;
     drop(da);
-    phases.msm_h_ms = ms(t);
+    let [dl, d_a, d_b] = witness??;
+    gpu.wait_for(Lane::Main, Lane::Copy)?;
+
     let t = Instant::now();
     let l = msm(gpu, sets.l, &dl, scalars.l.len())?;
     phases.msm_l_ms = ms(t);
@@ -390,6 +406,14 @@ pub fn start_resident(
     phases.msm_b_ms = ms(t);
     phases.total_ms = ms(total);
     Ok((G1Sums { h, l, a, b_g1 }, phases))
+}
+
+/// Frees a large host vector on another thread: returning gigabytes to the system takes long
+/// enough to hold up the next copy.
+fn release<T: Send + 'static>(v: Vec<T>) {
+    if std::mem::size_of_val(v.as_slice()) >= (64 << 20) {
+        std::thread::spawn(move || drop(v));
+    }
 }
 
 impl Backend for CudaBackend {

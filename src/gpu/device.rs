@@ -219,6 +219,7 @@ pub struct Gpu {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     side: Arc<CudaStream>,
+    copy: Arc<CudaStream>,
     functions: HashMap<&'static str, CudaFunction>,
     allocated: Arc<AtomicU64>,
     staging: Mutex<Option<Staging>>,
@@ -268,13 +269,18 @@ impl Drop for Staging {
     }
 }
 
-/// The two streams of a GPU. Work on one lane runs in order; work on the other may run beside
-/// it, which is how copies and sorting hide behind arithmetic. Everything is on `Main` unless
-/// a caller asks otherwise, and crossing lanes needs [`Gpu::wait_for`].
+/// The streams of a GPU. Work on one lane runs in order; work on different lanes may run side
+/// by side, which is how copies and sorting hide behind arithmetic. Everything is on `Main`
+/// unless a caller asks otherwise, and crossing lanes needs [`Gpu::wait_for`] or
+/// [`Gpu::wait_event`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lane {
+    /// Arithmetic.
     Main,
+    /// Short memory-bound kernels beside the main lane's long ones (high priority).
     Side,
+    /// Host-to-device copies.
+    Copy,
 }
 
 impl std::fmt::Debug for Gpu {
@@ -308,6 +314,9 @@ impl Gpu {
         let side = ctx
             .new_stream_with_priority(highest)
             .with_context(|| format!("cannot create a CUDA stream on device {ordinal}"))?;
+        let copy = ctx
+            .new_stream()
+            .with_context(|| format!("cannot create a CUDA stream on device {ordinal}"))?;
         let mut functions = HashMap::new();
         for (name, source, kernels) in PROGRAMS {
             let image = build_program(name, source, info.compute_capability)?;
@@ -326,6 +335,7 @@ impl Gpu {
             ctx,
             stream,
             side,
+            copy,
             functions,
             allocated: Arc::new(AtomicU64::new(0)),
             staging: Mutex::new(None),
@@ -411,6 +421,7 @@ impl Gpu {
         match lane {
             Lane::Main => &self.stream,
             Lane::Side => &self.side,
+            Lane::Copy => &self.copy,
         }
     }
 
@@ -567,13 +578,15 @@ impl Gpu {
         .context("device-to-device copy failed")
     }
 
-    /// Wait for all queued work on both lanes, surfacing any asynchronous kernel error.
+    /// Wait for all queued work on every lane, surfacing any asynchronous kernel error.
     pub fn sync(&self) -> Result<()> {
+        self.sync_lane(Lane::Copy)?;
         self.sync_lane(Lane::Side)?;
         self.sync_lane(Lane::Main)
     }
 
-    fn sync_lane(&self, lane: Lane) -> Result<()> {
+    /// Wait for the work queued on `lane` only.
+    pub fn sync_lane(&self, lane: Lane) -> Result<()> {
         self.lane(lane)
             .synchronize()
             .with_context(|| format!("GPU work failed on {}", self.info))

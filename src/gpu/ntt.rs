@@ -108,7 +108,7 @@ impl Ntt {
     }
 
     /// Device addresses of the (hi, lo) tables for c·x^i, i < 2^log_n, made on first use.
-    /// The upload goes over the side lane and the main lane waits for it, so queued work on
+    /// The upload goes over the copy lane and the main lane waits for it, so queued work on
     /// the main lane is not waited for.
     fn power_table(&mut self, gpu: &Gpu, log_n: u32, x: Fr, c: Fr) -> Result<(u64, u64)> {
         let key = (log_n, x.to_repr(), c.to_repr());
@@ -118,10 +118,10 @@ impl Ntt {
         let (hi, lo) = power_tables(x, c, 1u64 << log_n);
         let table = PowerTable {
             key,
-            hi: upload_scalars_in(gpu, Lane::Side, &hi)?,
-            lo: upload_scalars_in(gpu, Lane::Side, &lo)?,
+            hi: upload_scalars_in(gpu, Lane::Copy, &hi)?,
+            lo: upload_scalars_in(gpu, Lane::Copy, &lo)?,
         };
-        gpu.wait_for(Lane::Main, Lane::Side)?;
+        gpu.wait_for(Lane::Main, Lane::Copy)?;
         let ptrs = (table.hi.ptr(), table.lo.ptr());
         self.powers.push(table);
         Ok(ptrs)
