@@ -311,9 +311,14 @@ pub struct StartPhases {
     pub upload_a_ms: f64,
     /// From there until H's coefficients are ready: seven NTTs, with b and c copied meanwhile.
     pub h_ms: f64,
+    /// Within `h_ms`: the copies of b and c, and the wait for the NTTs after them.
+    pub upload_b_ms: f64,
+    pub upload_c_ms: f64,
+    pub h_wait_ms: f64,
     /// The MSM over H's coefficients, with the witness scalars copied meanwhile.
     pub msm_h_ms: f64,
-    /// Waiting for the rest of the witness copy, if the MSM finished first.
+    /// The witness copy (beside the MSM), and the wait for its end if the MSM finished first.
+    pub witness_copy_ms: f64,
     pub witness_wait_ms: f64,
     pub msm_l_ms: f64,
     pub msm_a_ms: f64,
@@ -361,24 +366,32 @@ pub fn start_resident(
     phases.upload_a_ms = ms(t);
     let t = Instant::now();
     ntt.coset_evaluations(gpu, &da, log_n)?;
+    let tb = Instant::now();
     let db = upload_scalars_padded(gpu, Lane::Copy, &b, domain)?;
+    phases.upload_b_ms = ms(tb);
     release(b);
     gpu.wait_for(Lane::Main, Lane::Copy)?;
     ntt.coset_evaluations(gpu, &db, log_n)?;
+    let tc = Instant::now();
     let dc = upload_scalars_padded(gpu, Lane::Copy, &c, domain)?;
+    phases.upload_c_ms = ms(tc);
     release(c);
     gpu.wait_for(Lane::Main, Lane::Copy)?;
     ntt.coset_evaluations(gpu, &dc, log_n)?;
     ntt.h_from_coset_evaluations(gpu, &da, &db, &dc, log_n)?;
+    let tw = Instant::now();
     gpu.sync_lane(Lane::Main)?;
+    phases.h_wait_ms = ms(tw);
     drop((db, dc));
     phases.h_ms = ms(t);
 
     let (h, witness) = std::thread::scope(|scope| {
-        let copier = scope.spawn(|| -> Result<[DevBuf<u32>; 3]> {
+        let copier = scope.spawn(|| -> Result<([DevBuf<u32>; 3], f64)> {
+            let t = Instant::now();
             gpu.bind()?;
             let up = |s: &[Fr]| upload_scalars_padded(gpu, Lane::Copy, s, s.len());
-            Ok([up(scalars.l)?, up(scalars.a)?, up(scalars.b_g1)?])
+            let bufs = [up(scalars.l)?, up(scalars.a)?, up(scalars.b_g1)?];
+            Ok((bufs, ms(t)))
         });
         let t = Instant::now();
         let h = msm(gpu, sets.h, &da, domain - 1);
@@ -392,7 +405,8 @@ pub fn start_resident(
     });
     let h = h?;
     drop(da);
-    let [dl, d_a, d_b] = witness??;
+    let ([dl, d_a, d_b], copy_ms) = witness??;
+    phases.witness_copy_ms = copy_ms;
     gpu.wait_for(Lane::Main, Lane::Copy)?;
 
     let t = Instant::now();
