@@ -1,8 +1,8 @@
 //! The CUDA backend of proving start, and the choice between backends.
 //!
-//! Per partition: a, b, c go to the GPU (and their host memory is released as each is
-//! uploaded), H comes out of the NTTs without leaving the device, and the four G1 MSMs run over
-//! parameter point sets kept resident on the GPU between proofs (keyed by `Srs::id`), or, when
+//! Per partition: a, b, c go to the GPU (their host memory is released once they are there),
+//! H comes out of the NTTs without leaving the device, and the four G1 MSMs run over parameter
+//! point sets kept resident on the GPU between proofs (keyed by `Srs::id`), or, when
 //! they do not fit, streamed from host memory piece by piece.
 
 use std::sync::{Arc, Mutex};
@@ -238,8 +238,7 @@ impl CudaBackend {
         let b_scalars = witness.b_query_scalars();
         // a, b, c, the witness scalars (all on the device at once while H is computed), MSM
         // scratch, twiddles.
-        let witness_bytes =
-            (witness.aux.len() + a_scalars.len() + b_scalars.len()) * FR_LIMBS * 4;
+        let witness_bytes = (witness.aux.len() + a_scalars.len() + b_scalars.len()) * FR_LIMBS * 4;
         let working = 3 * domain * FR_LIMBS * 4
             + witness_bytes
             + scratch_bytes(domain)
@@ -317,8 +316,10 @@ pub struct StartPhases {
     pub h_wait_ms: f64,
     /// The MSM over H's coefficients, with the witness scalars copied meanwhile.
     pub msm_h_ms: f64,
-    /// The witness copy (beside the MSM), and the wait for its end if the MSM finished first.
+    /// The witness copy (beside the MSM), then freeing the host memory of a, b and c (also
+    /// beside the MSM), and the wait for both if the MSM finished first.
     pub witness_copy_ms: f64,
+    pub release_abc_ms: f64,
     pub witness_wait_ms: f64,
     pub msm_l_ms: f64,
     pub msm_a_ms: f64,
@@ -328,8 +329,8 @@ pub struct StartPhases {
 
 /// Proving start over resident point sets. Copies overlap arithmetic: a goes first; while the
 /// GPU transforms it, b goes over the copy lane, then c; the witness scalars go over from
-/// another host thread while the GPU computes H's MSM. Host memory of a, b, c is released once
-/// the copies are over, off the critical path.
+/// another host thread while the GPU computes H's MSM, and that thread then frees the host
+/// memory of a, b and c.
 pub fn start_resident(
     gpu: &Gpu,
     ntt: &mut Ntt,
@@ -383,12 +384,20 @@ pub fn start_resident(
     phases.h_ms = ms(t);
 
     let (h, witness) = std::thread::scope(|scope| {
-        let copier = scope.spawn(|| -> Result<([DevBuf<u32>; 3], f64)> {
+        let host_abc = [a, b, c];
+        let copier = scope.spawn(move || -> Result<([DevBuf<u32>; 3], f64, f64)> {
             let t = Instant::now();
             gpu.bind()?;
             let up = |s: &[Fr]| upload_scalars_padded(gpu, Lane::Copy, s, s.len());
             let bufs = [up(scalars.l)?, up(scalars.a)?, up(scalars.b_g1)?];
-            Ok((bufs, ms(t)))
+            let copy_ms = ms(t);
+            // The copies are over: a, b and c go back to the system now, while the GPU is busy
+            // with the MSM. Freeing gigabytes takes a good part of a second and holds up the
+            // process's memory mappings (and so the CUDA driver's allocations): during copies
+            // it made them up to 3× slower, and before the next MSM it delayed that by 0.35 s.
+            let t = Instant::now();
+            drop(host_abc);
+            Ok((bufs, copy_ms, ms(t)))
         });
         let t = Instant::now();
         let h = msm(gpu, sets.h, &da, domain - 1);
@@ -402,11 +411,9 @@ pub fn start_resident(
     });
     let h = h?;
     drop(da);
-    // The copies are over: a, b and c can go back to the system now. Freeing gigabytes while
-    // copying measured up to 3× slower copies (the unmapping interrupts every core).
-    release(vec![a, b, c]);
-    let ([dl, d_a, d_b], copy_ms) = witness??;
+    let ([dl, d_a, d_b], copy_ms, release_ms) = witness??;
     phases.witness_copy_ms = copy_ms;
+    phases.release_abc_ms = release_ms;
     gpu.wait_for(Lane::Main, Lane::Copy)?;
 
     let t = Instant::now();
@@ -420,15 +427,6 @@ pub fn start_resident(
     phases.msm_b_ms = ms(t);
     phases.total_ms = ms(total);
     Ok((G1Sums { h, l, a, b_g1 }, phases))
-}
-
-/// Frees large host vectors on another thread: returning gigabytes to the system takes a
-/// good part of a second that the GPU need not wait for.
-fn release(vs: Vec<Vec<Fr>>) {
-    let bytes: usize = vs.iter().map(|v| std::mem::size_of_val(v.as_slice())).sum();
-    if bytes >= (64 << 20) {
-        std::thread::spawn(move || drop(vs));
-    }
 }
 
 impl Backend for CudaBackend {

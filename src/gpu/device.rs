@@ -480,9 +480,6 @@ impl Gpu {
             std::slice::from_raw_parts(src.as_ptr() as *const u8, std::mem::size_of_val(src))
         };
         if bytes.len() >= 4 * STAGING_BYTES {
-            if std::env::var("C2Q_UPLOAD").as_deref() == Ok("register") {
-                return self.upload_registered(lane, dst, bytes);
-            }
             return self.upload_staged(lane, dst, bytes);
         }
         let stream = self.lane(lane);
@@ -491,28 +488,6 @@ impl Gpu {
         unsafe { dres::memcpy_htod_async(dst, bytes, stream.cu_stream()) }
             .context("host-to-device copy failed")?;
         self.sync_lane(lane)
-    }
-
-    /// Large upload straight from `bytes`, page-locked for the copy (`$C2Q_UPLOAD=register`,
-    /// for comparison with the staged copy: no host-side copy, but pinning costs time too).
-    fn upload_registered(&self, lane: Lane, dst: u64, bytes: &[u8]) -> Result<()> {
-        let ptr = bytes.as_ptr() as *mut std::ffi::c_void;
-        // SAFETY: `bytes` is a live host range; it stays borrowed (and so mapped) until it is
-        // unregistered below, after the copy has finished.
-        unsafe { dsys::cuMemHostRegister_v2(ptr, bytes.len(), 0) }
-            .result()
-            .context("cannot page-lock host memory for a copy")?;
-        let stream = self.lane(lane);
-        // SAFETY: bounds checked by the caller; the source is page-locked and outlives the
-        // copy (the lane is synchronised before unregistering).
-        let copied = unsafe { dres::memcpy_htod_async(dst, bytes, stream.cu_stream()) }
-            .context("host-to-device copy failed")
-            .and_then(|_| self.sync_lane(lane));
-        // SAFETY: registered above, unregistered once.
-        let unregistered = unsafe { dsys::cuMemHostUnregister(ptr) }
-            .result()
-            .context("cannot release page-locked host memory");
-        copied.and(unregistered)
     }
 
     /// Large upload through the two pinned buffers, the host copy of one piece overlapping

@@ -280,7 +280,13 @@ impl Scan {
         let nb = len.div_ceil(1024);
         if nb <= 1 {
             let spare = self.spare.ptr();
-            return gpu.launch_in(lane, "scan_blocks", 1, 256, &[&input, &output, &len, &spare]);
+            return gpu.launch_in(
+                lane,
+                "scan_blocks",
+                1,
+                256,
+                &[&input, &output, &len, &spare],
+            );
         }
         let (_, sums, scanned) = &self.levels[depth];
         gpu.launch_in(
@@ -379,7 +385,13 @@ fn pippenger(
             256,
             &[&dw, &m, &sb.counts.ptr()],
         )?;
-        scan.run(gpu, sort_lane, sb.counts.ptr(), sb.offsets.ptr(), nbuckets + 1)?;
+        scan.run(
+            gpu,
+            sort_lane,
+            sb.counts.ptr(),
+            sb.offsets.ptr(),
+            nbuckets + 1,
+        )?;
         gpu.launch_in(
             sort_lane,
             "msm_scatter",
