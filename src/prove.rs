@@ -94,8 +94,11 @@ pub fn prove_job(
         .unwrap_or(backends.len() + 1)
         .clamp(1, n.max(1));
     let finalizers = backends.len();
-    let pipeline =
-        Pipeline::start(backends, synthesizers, finalizers).map_err(at(Stage::Proving))?;
+    // One job fails at its first failed partition, so the quarantine of a failing GPU only
+    // matters to a worker; the worker's default applies.
+    let quarantine_after = crate::config::PipelineConfig::default().max_backend_failures;
+    let pipeline = Pipeline::start(backends, synthesizers, finalizers, quarantine_after)
+        .map_err(at(Stage::Proving))?;
     let (done, answer) = oneshot::channel();
     let progress: pipeline::Progress = Box::new(move |remaining| {
         if on_terminal {

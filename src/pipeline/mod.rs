@@ -71,16 +71,19 @@ pub struct Submission {
 pub struct Pipeline {
     submit: Option<Sender<Submission>>,
     threads: Vec<JoinHandle<()>>,
+    quarantine: Arc<stages::Quarantine>,
 }
 
 impl Pipeline {
     /// Start the stage threads: `synthesizers` synthesis threads, one proving-start thread per
     /// backend (per GPU), all taking partitions from the same queue, and `finalizers` G2
-    /// finalizer threads to keep up.
+    /// finalizer threads to keep up. A backend whose proving starts fail `quarantine_after`
+    /// times in a row leaves the queue to the others (never the last one in service).
     pub fn start(
         backends: Vec<Arc<dyn Backend>>,
         synthesizers: usize,
         finalizers: usize,
+        quarantine_after: u32,
     ) -> Result<Pipeline> {
         anyhow::ensure!(
             !backends.is_empty(),
@@ -117,11 +120,13 @@ impl Pipeline {
             )?);
         }
         drop(to_start);
+        let quarantine = Arc::new(stages::Quarantine::new(quarantine_after, backends.len()));
         for (i, backend) in backends.into_iter().enumerate() {
             let (rx, tx, to_assemble) = (start_rx.clone(), to_finish.clone(), to_assemble.clone());
+            let quarantine = quarantine.clone();
             threads.push(spawn(
                 &format!("c2q-start-{i}"),
-                Box::new(move || stages::start(backend, rx, tx, to_assemble)),
+                Box::new(move || stages::start(backend, quarantine, rx, tx, to_assemble)),
             )?);
         }
         drop(to_finish);
@@ -141,7 +146,13 @@ impl Pipeline {
         Ok(Pipeline {
             submit: Some(submit),
             threads,
+            quarantine,
         })
+    }
+
+    /// Names of the backends taken out of service after repeated failures.
+    pub fn backends_out_of_service(&self) -> Vec<String> {
+        self.quarantine.out_of_service()
     }
 
     /// Hand a job to the pipeline; blocks while the synthesis stage is busy with another job
@@ -197,6 +208,80 @@ mod tests {
         }
     }
 
+    /// A GPU that has gone bad: every proving start fails.
+    struct Failing(AtomicUsize);
+
+    impl Backend for Failing {
+        fn name(&self) -> String {
+            "failing gpu".into()
+        }
+
+        fn start(&self, _: &Srs, _: Evaluations, _: &Witness) -> Result<G1Sums> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            anyhow::bail!("device lost")
+        }
+    }
+
+    fn prove_one(pipeline: &Pipeline, id: &str, partitions: usize) -> Result<Proved, StageError> {
+        let job = Arc::new(CanaryJob::new(partitions, 11).expect("canary job"));
+        let (done, answer) = oneshot::channel();
+        pipeline
+            .submit(Submission {
+                id: id.into(),
+                job,
+                progress: Box::new(|_| {}),
+                done,
+            })
+            .expect("submitted");
+        answer.blocking_recv().expect("answered")
+    }
+
+    #[test]
+    fn a_failing_backend_leaves_the_others_to_carry_on() {
+        let good = Arc::new(Counted(AtomicUsize::new(0)));
+        let bad = Arc::new(Failing(AtomicUsize::new(0)));
+        let backends: Vec<Arc<dyn Backend>> = vec![good.clone(), bad.clone()];
+        let pipeline = Pipeline::start(backends, 2, 1, 2).expect("pipeline starts");
+        // Jobs fail while the bad GPU takes some of their partitions; two failures in a row
+        // take it out of service.
+        let mut jobs = 0;
+        while pipeline.backends_out_of_service().is_empty() {
+            jobs += 1;
+            assert!(jobs <= 20, "the bad GPU was never taken out of service");
+            if let Err(err) = prove_one(&pipeline, "while-bad", 4) {
+                assert_eq!(err.stage, Stage::Start, "{err}");
+            }
+        }
+        assert_eq!(
+            pipeline.backends_out_of_service(),
+            vec!["failing gpu".to_string()]
+        );
+        assert_eq!(bad.0.load(Ordering::SeqCst), 2);
+        // From now on every partition goes to the good GPU.
+        let before = good.0.load(Ordering::SeqCst);
+        let proved = prove_one(&pipeline, "after", 6).expect("proved on the good GPU");
+        assert_eq!(proved.timings.len(), 6);
+        assert_eq!(good.0.load(Ordering::SeqCst) - before, 6);
+        assert_eq!(bad.0.load(Ordering::SeqCst), 2);
+        pipeline.shutdown();
+    }
+
+    #[test]
+    fn the_last_backend_in_service_is_never_taken_out() {
+        let bad = Arc::new(Failing(AtomicUsize::new(0)));
+        let pipeline = Pipeline::start(vec![bad.clone() as Arc<dyn Backend>], 1, 1, 1)
+            .expect("pipeline starts");
+        // Its failures keep reaching the worker (which then judges the backend broken) instead
+        // of jobs waiting forever for a backend.
+        for k in 0..3 {
+            let err = prove_one(&pipeline, &format!("job-{k}"), 2).expect_err("fails");
+            assert_eq!(err.stage, Stage::Start, "{err}");
+        }
+        assert!(pipeline.backends_out_of_service().is_empty());
+        assert!(bad.0.load(Ordering::SeqCst) >= 3);
+        pipeline.shutdown();
+    }
+
     #[test]
     fn every_backend_proves_partitions_of_one_job() {
         let gpus: Vec<Arc<Counted>> = (0..2)
@@ -204,7 +289,7 @@ mod tests {
             .collect();
         let backends: Vec<Arc<dyn Backend>> =
             gpus.iter().map(|g| g.clone() as Arc<dyn Backend>).collect();
-        let pipeline = Pipeline::start(backends, 2, 2).expect("pipeline starts");
+        let pipeline = Pipeline::start(backends, 2, 2, 3).expect("pipeline starts");
         let partitions = 8;
         let job = Arc::new(CanaryJob::new(partitions, 7).expect("canary job"));
         let (done, answer) = oneshot::channel();

@@ -192,12 +192,52 @@ pub(super) fn synthesis(
     }
 }
 
+/// Shared by the proving-start threads. A backend whose proving starts fail `threshold` times
+/// in a row (a bad GPU among good ones) is taken out of service and the others carry on,
+/// unless it is the last one in service: then its failures keep reaching the worker, which
+/// judges the whole proving backend broken.
+pub(super) struct Quarantine {
+    threshold: u32,
+    /// Backends in service, and the names of those taken out.
+    state: Mutex<(usize, Vec<String>)>,
+}
+
+impl Quarantine {
+    pub(super) fn new(threshold: u32, backends: usize) -> Quarantine {
+        Quarantine {
+            threshold: threshold.max(1),
+            state: Mutex::new((backends, Vec::new())),
+        }
+    }
+
+    /// Takes `name` out of service unless it is the last backend in service; true when it did.
+    fn withdraw(&self, name: String) -> bool {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if state.0 <= 1 {
+            return false;
+        }
+        state.0 -= 1;
+        state.1.push(name);
+        true
+    }
+
+    pub(super) fn out_of_service(&self) -> Vec<String> {
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .1
+            .clone()
+    }
+}
+
 pub(super) fn start(
     backend: Arc<dyn Backend>,
+    quarantine: Arc<Quarantine>,
     items: Receiver<StartItem>,
     to_finish: Sender<FinishItem>,
     to_assemble: Sender<AssembleItem>,
 ) {
+    let mut failures_in_a_row = 0u32;
     for item in items {
         let StartItem {
             ctx,
@@ -219,6 +259,7 @@ pub(super) fn start(
         });
         match started {
             Ok(sums) => {
+                failures_in_a_row = 0;
                 timing.start_end_ms = ctx.ms();
                 let item = FinishItem {
                     ctx,
@@ -231,7 +272,28 @@ pub(super) fn start(
                     return;
                 }
             }
-            Err(e) => fail(&to_assemble, ctx, partition, e),
+            Err(e) => {
+                // Parameter mismatches are not the backend's fault.
+                if e.stage == Stage::Start {
+                    failures_in_a_row += 1;
+                }
+                let withdrawn = failures_in_a_row >= quarantine.threshold
+                    && quarantine.withdraw(backend.name());
+                if withdrawn {
+                    tracing::error!(
+                        backend = %backend.name(),
+                        failures = failures_in_a_row,
+                        last_error = %e,
+                        "proving starts keep failing on this backend: it is out of service and \
+                         the other backends carry on. Check the GPU (nvidia-smi, Xid errors in \
+                         the kernel log), then restart the worker"
+                    );
+                }
+                fail(&to_assemble, ctx, partition, e);
+                if withdrawn {
+                    return;
+                }
+            }
         }
     }
 }

@@ -28,6 +28,8 @@ pub struct Metrics {
     /// no more jobs).
     pub backend_healthy: IntGauge,
     pub backend_failures: IntCounter,
+    /// GPUs taken out of service after repeated failures while others carry on.
+    pub backends_out_of_service: IntGauge,
 }
 
 impl Metrics {
@@ -72,6 +74,11 @@ impl Metrics {
         registry.register(Box::new(broker_reconnects.clone()))?;
         registry.register(Box::new(backend_healthy.clone()))?;
         registry.register(Box::new(backend_failures.clone()))?;
+        let backends_out_of_service = IntGauge::new(
+            "backends_out_of_service",
+            "GPUs taken out of service after repeated failed proving starts (the others carry on)",
+        )?;
+        registry.register(Box::new(backends_out_of_service.clone()))?;
         Ok(Metrics {
             registry,
             jobs,
@@ -85,6 +92,7 @@ impl Metrics {
             broker_reconnects,
             backend_healthy,
             backend_failures,
+            backends_out_of_service,
         })
     }
 

@@ -302,6 +302,10 @@ impl Worker {
     /// as healthy; once it does not, the job is handed back uncharged.
     async fn backend_failed(&self, e: StageError, echo: Echo, retries: u32) -> Outcome {
         self.metrics.backend_failures.inc();
+        // The pipeline may just have taken a failing GPU out of service (it says which in the
+        // log); the worker goes on with the others.
+        let out = self.pipeline.backends_out_of_service();
+        self.metrics.backends_out_of_service.set(out.len() as i64);
         match self.backend_health.failed() {
             Verdict::StillHealthy => {
                 self.fail(

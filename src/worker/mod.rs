@@ -114,6 +114,7 @@ pub async fn run_async(cfg: Config) -> Result<()> {
         backends,
         cfg.pipeline.synthesizers(),
         cfg.pipeline.finalizer_threads,
+        cfg.pipeline.max_backend_failures,
     )?;
     let ledger = Ledger::connect(&cfg.ledger).await?;
     health.ledger_up.store(true, Ordering::Relaxed);
