@@ -61,6 +61,52 @@ fn proves_a_2kib_sector_that_filecoin_proofs_accepts() {
     assert!(!verify_seal(&sealed, &bad));
 }
 
+/// The other 2 KiB interactive proof kinds a sealing pipeline may send: synthetic PoRep (Commit1
+/// draws its challenges from synthetic proofs made after pre-commit) and the original V1. Both
+/// use the same circuit, and so the same parameters, as V1_1.
+#[test]
+fn proves_synthetic_and_v1_sectors_that_filecoin_proofs_accepts() {
+    ensure_2kib_params();
+    let kinds = [
+        (
+            RegisteredSealProof::StackedDrg2KiBV1_1_Feat_SyntheticPoRep,
+            21,
+        ),
+        (RegisteredSealProof::StackedDrg2KiBV1, 22),
+    ];
+    for (kind, sector) in kinds {
+        let sealed = seal(kind, MINER, sector, sector);
+        let dir = tempfile::tempdir().unwrap();
+        let c1 = write_c1(&sealed, dir.path(), false);
+        let out = run_prove(&c1, MINER, sector, &["--json"]);
+        assert!(
+            out.status.success(),
+            "{kind:?}: c2q prove failed: {}",
+            stderr(&out)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json");
+        assert_eq!(report["verified"], true, "{kind:?}");
+        let proof = std::fs::read(dir.path().join(format!("c1-{sector}.json.proof"))).unwrap();
+        assert_eq!(proof.len(), 192, "{kind:?}");
+        assert!(
+            verify_seal(&sealed, &proof),
+            "{kind:?}: filecoin-proofs rejects c2q's proof"
+        );
+        // The same proof does not pass as the other kind of sector.
+        let other = if sealed.proof == kinds[0].0 {
+            RegisteredSealProof::StackedDrg2KiBV1_1
+        } else {
+            kinds[0].0
+        };
+        let mut relabeled = sealed;
+        relabeled.proof = other;
+        assert!(
+            !verify_seal(&relabeled, &proof),
+            "{kind:?} proof accepted as {other:?}"
+        );
+    }
+}
+
 #[test]
 fn accepts_lotus_bench_commit2in() {
     ensure_2kib_params();

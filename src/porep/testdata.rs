@@ -42,8 +42,9 @@ impl Sealed {
     }
 }
 
-/// Seal a 2 KiB sector (any 2 KiB registered proof without synthetic challenges) filled with
-/// random data drawn from `rng_seed`, for `miner` and `sector`.
+/// Seal a 2 KiB sector (any 2 KiB registered proof) filled with random data drawn from
+/// `rng_seed`, for `miner` and `sector`. For synthetic PoRep the synthetic proofs are made after
+/// pre-commit, as a sealing pipeline does, and Commit1 draws its challenges from them.
 pub fn seal_2kib(
     proof: RegisteredSealProof,
     miner: u64,
@@ -54,10 +55,6 @@ pub fn seal_2kib(
         u64::from(proof.sector_size()) == 2048,
         "test sectors are 2 KiB; {} is not",
         proof_name(proof)
-    );
-    ensure!(
-        !proof_name(proof).contains("Synthetic"),
-        "synthetic PoRep test sectors are not supported"
     );
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(rng_seed);
     let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
@@ -104,6 +101,18 @@ pub fn seal_2kib(
     let pc2 =
         seal::seal_pre_commit_phase2(pc1, &cache, &sealed).context("pre-commit phase 2 failed")?;
     let (comm_r, comm_d) = (pc2.comm_r, pc2.comm_d);
+    if proof_name(proof).contains("Synthetic") {
+        seal::generate_synth_proofs(
+            &cache,
+            &sealed,
+            prover_id,
+            sector.into(),
+            ticket,
+            pc2.clone(),
+            &pieces,
+        )
+        .context("generating the synthetic proofs failed")?;
+    }
     let c1 = seal::seal_commit_phase1(
         &cache,
         &sealed,
