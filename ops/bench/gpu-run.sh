@@ -3,7 +3,7 @@
 #   ops/bench/gpu-run.sh check BIN OUTDIR   correctness: `quick`, then `porep`
 #   ops/bench/gpu-run.sh quick BIN OUTDIR   gpu-check (kernels against the CPU) on every GPU
 #   ops/bench/gpu-run.sh porep BIN OUTDIR   PoRep proofs cpu = cuda, a 13-partition job on one
-#                                           and all GPUs
+#                                           and all GPUs, synthetic and V1 sectors on the GPU
 #   ops/bench/gpu-run.sh time BIN OUTDIR    timings: MSM phases at 2^27, the full `c2q bench gpu`
 #                                           table, a 13-partition job on one and all GPUs
 #   ops/bench/gpu-run.sh tune BIN OUTDIR    NTT and MSM at 2^27 for each kernel variant listed
@@ -35,6 +35,11 @@ prove_ni() {
   local all
   all=$(seq -s, 0 $((gpus - 1)))
   step "prove-ni-gpus-${all//,/-}" "$bin" prove /tmp/ni.json --miner 1000 --sector 7 --backend cuda --device "$all" --json --out /tmp/ni-all.proof
+  # The other interactive kinds (same circuit and parameters as V1_1), on the GPU.
+  for kind in StackedDrg2KiBV1_1_Feat_SyntheticPoRep StackedDrg2KiBV1; do
+    step "seal-$kind" "$bin" testdata c1 --proof "$kind" --miner 1000 --sector 8 --seed "$RANDOM" --out "/tmp/$kind.json"
+    step "prove-$kind" "$bin" prove "/tmp/$kind.json" --miner 1000 --sector 8 --backend cuda --json --out "/tmp/$kind.proof"
+  done
 }
 
 case $phase in
