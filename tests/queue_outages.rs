@@ -175,7 +175,9 @@ async fn channel_closed_by_consumer_timeout_is_survived() {
     );
     let w = env.spawn_worker("w");
     let b = env.broker().await;
-    publish_job(&b, &canary_job("ctmo-1", 40, 61)).await;
+    // The job must outlast the 3 s consumer timeout clearly: 64 partitions take ~5 s here
+    // (40, ~3 s, sometimes finished before the broker's check came round).
+    publish_job(&b, &canary_job("ctmo-1", 64, 61)).await;
     let first = result_for(&b, "ctmo-1", T).await;
     assert_eq!(first.status, Status::Ok);
     drop(guard);
