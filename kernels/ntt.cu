@@ -49,6 +49,13 @@ DEV Fr twiddle(const u32* tw, u64 e, u32 t, bool inverse) {
     return fe_neg<FrTag>(load_fr(tw, base + ((u64)1 << t) - e));
 }
 
+// A butterfly whose twiddle is 1, the same for DIT and DIF: (x, y) → (x + y, x − y).
+DEV void butterfly_unit(Fr& x, Fr& y) {
+    Fr d = fe_sub<FrTag>(x, y);
+    x = fe_add<FrTag>(x, y);
+    y = d;
+}
+
 // One butterfly: DIT (x, y) → (x + w·y, x − w·y); DIF (x, y) → (x + y, (x − y)·w).
 DEV void butterfly(Fr& x, Fr& y, const Fr& w, bool dif) {
     if (dif) {
@@ -112,20 +119,37 @@ extern "C" __global__ void __launch_bounds__(256, C2Q_NTT_BLOCKS) ntt_pass(u32* 
                 // Their index modulo 2^(s+u): the exponent for stage u, and for the pair
                 // (e0, e2) of stage u + 1; the pair (e1, e3) is 2^(s+u) further.
                 const u64 e = lo_base + lo_off + ((u64)(j0 & low) << s);
-                const Fr w_lo = twiddle(tw, e, s + u, inv);
-                const Fr w_hi0 = twiddle(tw, e, s + u + 1, inv);
-                const Fr w_hi1 = twiddle(tw, e + ((u64)1 << (s + u)), s + u + 1, inv);
                 Fr x0 = tile[f0], x1 = tile[f0 + h], x2 = tile[f0 + 2 * h], x3 = tile[f0 + 3 * h];
-                if (is_dif) {
-                    butterfly(x0, x2, w_hi0, true);
-                    butterfly(x1, x3, w_hi1, true);
-                    butterfly(x0, x1, w_lo, true);
-                    butterfly(x2, x3, w_lo, true);
+                const Fr w_hi1 = twiddle(tw, e + ((u64)1 << (s + u)), s + u + 1, inv);
+                if (s + u == 0) {
+                    // Stages 0 and 1 of the whole transform: e = 0, so w_lo = w_0^0 and
+                    // w_hi0 = w_1^0 are 1 and three of the four products can go (the same for
+                    // the whole block: no divergence).
+                    if (is_dif) {
+                        butterfly_unit(x0, x2);
+                        butterfly(x1, x3, w_hi1, true);
+                        butterfly_unit(x0, x1);
+                        butterfly_unit(x2, x3);
+                    } else {
+                        butterfly_unit(x0, x1);
+                        butterfly_unit(x2, x3);
+                        butterfly_unit(x0, x2);
+                        butterfly(x1, x3, w_hi1, false);
+                    }
                 } else {
-                    butterfly(x0, x1, w_lo, false);
-                    butterfly(x2, x3, w_lo, false);
-                    butterfly(x0, x2, w_hi0, false);
-                    butterfly(x1, x3, w_hi1, false);
+                    const Fr w_lo = twiddle(tw, e, s + u, inv);
+                    const Fr w_hi0 = twiddle(tw, e, s + u + 1, inv);
+                    if (is_dif) {
+                        butterfly(x0, x2, w_hi0, true);
+                        butterfly(x1, x3, w_hi1, true);
+                        butterfly(x0, x1, w_lo, true);
+                        butterfly(x2, x3, w_lo, true);
+                    } else {
+                        butterfly(x0, x1, w_lo, false);
+                        butterfly(x2, x3, w_lo, false);
+                        butterfly(x0, x2, w_hi0, false);
+                        butterfly(x1, x3, w_hi1, false);
+                    }
                 }
                 tile[f0] = x0;
                 tile[f0 + h] = x1;
