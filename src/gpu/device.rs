@@ -212,7 +212,7 @@ pub fn kernel_cache_dir() -> Option<PathBuf> {
     std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/c2q/kernels"))
 }
 
-/// One GPU, ready to run c2q's kernels: its context, two streams (see [`Lane`]), the kernels,
+/// One GPU, ready to run c2q's kernels: its context, one stream per [`Lane`], the kernels,
 /// and the device memory c2q holds on it.
 pub struct Gpu {
     pub info: DeviceInfo,
@@ -301,22 +301,22 @@ impl Gpu {
         let ctx = CudaContext::new(ordinal)
             .with_context(|| format!("cannot create a CUDA context on device {ordinal}"))?;
         let info = device_info(ordinal)?;
-        let stream = ctx
-            .new_stream()
-            .with_context(|| format!("cannot create a CUDA stream on device {ordinal}"))?;
-        // The side lane carries short memory-bound work (copies, sorting) beside long kernels
-        // on the main lane: with the higher priority, the block scheduler gives its kernels
-        // SMs as soon as blocks of the long kernel retire instead of after the whole kernel.
         ctx.bind_to_thread()
             .with_context(|| format!("cannot use the CUDA context of device {ordinal}"))?;
-        let (_, highest) = dres::stream::get_priority_range()
+        let (normal, highest) = dres::stream::get_priority_range()
             .with_context(|| format!("cannot query stream priorities on device {ordinal}"))?;
-        let side = ctx
-            .new_stream_with_priority(highest)
-            .with_context(|| format!("cannot create a CUDA stream on device {ordinal}"))?;
-        let copy = ctx
-            .new_stream()
-            .with_context(|| format!("cannot create a CUDA stream on device {ordinal}"))?;
+        let new_stream = |priority| {
+            ctx.new_stream_with_priority(priority)
+                .with_context(|| format!("cannot create a CUDA stream on device {ordinal}"))
+        };
+        // The side lane carries short memory-bound kernels (sorting) beside long ones on the
+        // main lane: with the higher priority, the block scheduler gives them SMs as soon as
+        // blocks of the long kernel retire instead of after the whole kernel.
+        let (stream, side, copy) = (
+            new_stream(normal)?,
+            new_stream(highest)?,
+            new_stream(normal)?,
+        );
         let mut functions = HashMap::new();
         for (name, source, kernels) in PROGRAMS {
             let image = build_program(name, source, info.compute_capability)?;
@@ -455,7 +455,7 @@ impl Gpu {
     }
 
     /// Copy host data into `buf` on `lane`; returns when the copy is done (only that lane is
-    /// waited for, so work on the other lane keeps running meanwhile).
+    /// waited for, so work on the other lanes keeps running meanwhile).
     pub fn upload_in<T: Copy>(
         &self,
         lane: Lane,
