@@ -44,6 +44,24 @@ DEV Affine load_affine(const u32* points, u64 i) {
     return a;
 }
 
+// Whether the gathers of points are prefetched (c2q's $C2Q_KERNEL_DEFINES can turn it off,
+// to measure what it gains).
+#ifndef C2Q_MSM_PREFETCH
+#define C2Q_MSM_PREFETCH 1
+#endif
+
+// Starts fetching affine point i into L1 (both cache lines a 96-byte point can straddle).
+DEV void prefetch_affine(const u32* points, u64 i) {
+#if defined(__CUDA_ARCH__) && C2Q_MSM_PREFETCH
+    const u32* p = points + i * 24;
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(p + 23));
+#else
+    (void)points;
+    (void)i;
+#endif
+}
+
 DEV Xyzz load_xyzz(const u32* base, u64 i) {
     Xyzz p;
     p.x = load_fp(base + i * 48);
@@ -218,6 +236,12 @@ extern "C" __global__ void __launch_bounds__(128, C2Q_ACCUMULATE_BLOCKS) msm_acc
     u32 next = offsets[b + 1];
     u32 part_start = start;
     Xyzz acc = xyzz_inf();
+    // The points are gathered from all over device memory: each one's fetch is started an
+    // addition ahead (into L1, costing no registers), and each sorted entry read two ahead, so
+    // that the thread does not wait on memory between additions.
+    u32 entry = sorted[start];
+    u32 entry_next = start + 1 < end ? sorted[start + 1] : 0;
+    prefetch_affine(points, entry & 0x7fffffffu);
     for (u32 e = start; e < end; e++) {
         while (e >= next) {
             if (part_start < e) {
@@ -229,9 +253,12 @@ extern "C" __global__ void __launch_bounds__(128, C2Q_ACCUMULATE_BLOCKS) msm_acc
             b++;
             next = offsets[b + 1];
         }
-        u32 entry = sorted[e];
+        const u32 entry_after = e + 2 < end ? sorted[e + 2] : 0;
+        if (e + 1 < end) prefetch_affine(points, entry_next & 0x7fffffffu);
         Affine p = load_affine(points, entry & 0x7fffffffu);
         acc = xyzz_add_affine_any(acc, p, (entry >> 31) != 0);
+        entry = entry_next;
+        entry_next = entry_after;
     }
     if (part_start == offsets[b]) store_xyzz(buckets, b, acc);
     else store_xyzz(cont, t, acc);
@@ -280,8 +307,14 @@ extern "C" __global__ void msm_sum_indexed(const u32* points, const u32* idx, u3
     u32 g = blockIdx.x * blockDim.x + threadIdx.x;
     u32 stride = gridDim.x * blockDim.x;
     Xyzz acc = xyzz_inf();
-    for (u32 k = g; k < count; k += stride)
-        acc = xyzz_add_affine_any(acc, load_affine(points, idx[k]), false);
+    // As in msm_accumulate: the next point's fetch starts an addition ahead.
+    u32 i = g < count ? idx[g] : 0;
+    for (u32 k = g; k < count; k += stride) {
+        const u32 i_next = k + stride < count ? idx[k + stride] : 0;
+        if (k + stride < count) prefetch_affine(points, i_next);
+        acc = xyzz_add_affine_any(acc, load_affine(points, i), false);
+        i = i_next;
+    }
     store_xyzz(partials, g, acc);
 }
 
