@@ -41,12 +41,14 @@ DEV u32 bit_reverse(u32 i, u32 log_n) {
     return log_n == 0 ? 0 : (__brev(i) >> (32 - log_n));
 }
 
-// w_t^e (or w_t^-e when `inverse`) for e < 2^t, from the stage-major table.
+// w_t^e (or w_t^-e when `inverse`) for e < 2^t, from the stage-major table. The load does not
+// depend on a branch, so that a step's twiddle loads all leave before the first one is used:
+// one memory latency per step, not one per twiddle. (w_t^0 = 1 sits at the stage's index 0.)
 DEV Fr twiddle(const u32* tw, u64 e, u32 t, bool inverse) {
     const u64 base = ((u64)1 << t) - 1;
-    if (!inverse) return load_fr(tw, base + e);
-    if (e == 0) return fe_one<FrTag>();
-    return fe_neg<FrTag>(load_fr(tw, base + ((u64)1 << t) - e));
+    const bool negate = inverse && e != 0;
+    const Fr w = load_fr(tw, base + (negate ? ((u64)1 << t) - e : e));
+    return negate ? fe_neg<FrTag>(w) : w;
 }
 
 // A butterfly whose twiddle is 1, the same for DIT and DIF: (x, y) → (x + y, x − y).
@@ -77,10 +79,11 @@ DEV void butterfly(Fr& x, Fr& y, const Fr& w, bool dif) {
 // twiddles, and the block synchronises once per two stages instead of once per stage. An odd
 // stage left over runs as plain radix-2 butterflies.
 //
-// Registers are capped so that C2Q_NTT_BLOCKS blocks fit on an SM: on an H200 three ran 5 %
-// faster than two (c2q's $C2Q_KERNEL_DEFINES can override it for tuning runs).
+// Registers are capped so that C2Q_NTT_BLOCKS blocks fit on an SM: on an H200, with the 64-bit
+// products of field.cuh, four ran 0.4 – 3 % faster than three (a small spill notwithstanding),
+// and three 6 % faster than two (c2q's $C2Q_KERNEL_DEFINES can override it for tuning runs).
 #ifndef C2Q_NTT_BLOCKS
-#define C2Q_NTT_BLOCKS 3
+#define C2Q_NTT_BLOCKS 4
 #endif
 extern "C" __global__ void __launch_bounds__(256, C2Q_NTT_BLOCKS) ntt_pass(u32* data, u32 s, u32 k,
                                                              u32 lo_log, const u32* tw,
@@ -95,9 +98,23 @@ extern "C" __global__ void __launch_bounds__(256, C2Q_NTT_BLOCKS) ntt_pass(u32* 
     const bool inv = inverse != 0;
     const bool is_dif = dif != 0;
 
-    for (u32 f = threadIdx.x; f < elems; f += blockDim.x) {
-        u64 gi = lo_base + (f & lo_mask) + ((u64)(f >> lo_log) << s) + (hi << (s + k));
-        tile[f] = load_fr(data, gi);
+    // Loads in rounds of four per thread, all issued before any is stored to the tile: one
+    // memory latency per round rather than one per element.
+    auto tile_index = [&](u32 f) {
+        return lo_base + (f & lo_mask) + ((u64)(f >> lo_log) << s) + (hi << (s + k));
+    };
+    for (u32 f = threadIdx.x; f < elems; f += 4 * blockDim.x) {
+        Fr v[4];
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const u32 g = f + r * blockDim.x;
+            if (g < elems) v[r] = load_fr(data, tile_index(g));
+        }
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const u32 g = f + r * blockDim.x;
+            if (g < elems) tile[g] = v[r];
+        }
     }
     __syncthreads();
 
@@ -120,7 +137,11 @@ extern "C" __global__ void __launch_bounds__(256, C2Q_NTT_BLOCKS) ntt_pass(u32* 
                 // (e0, e2) of stage u + 1; the pair (e1, e3) is 2^(s+u) further.
                 const u64 e = lo_base + lo_off + ((u64)(j0 & low) << s);
                 Fr x0 = tile[f0], x1 = tile[f0 + h], x2 = tile[f0 + 2 * h], x3 = tile[f0 + 3 * h];
+                // All three loaded ahead of the branch (at stages 0 and 1, w_lo and w_hi0 are
+                // valid entries, just unused).
                 const Fr w_hi1 = twiddle(tw, e + ((u64)1 << (s + u)), s + u + 1, inv);
+                const Fr w_lo = twiddle(tw, e, s + u, inv);
+                const Fr w_hi0 = twiddle(tw, e, s + u + 1, inv);
                 if (s + u == 0) {
                     // Stages 0 and 1 of the whole transform: e = 0, so w_lo = w_0^0 and
                     // w_hi0 = w_1^0 are 1 and three of the four products can go (the same for
@@ -137,8 +158,6 @@ extern "C" __global__ void __launch_bounds__(256, C2Q_NTT_BLOCKS) ntt_pass(u32* 
                         butterfly(x1, x3, w_hi1, false);
                     }
                 } else {
-                    const Fr w_lo = twiddle(tw, e, s + u, inv);
-                    const Fr w_hi0 = twiddle(tw, e, s + u + 1, inv);
                     if (is_dif) {
                         butterfly(x0, x2, w_hi0, true);
                         butterfly(x1, x3, w_hi1, true);
@@ -174,10 +193,7 @@ extern "C" __global__ void __launch_bounds__(256, C2Q_NTT_BLOCKS) ntt_pass(u32* 
         done += two ? 2 : 1;
     }
 
-    for (u32 f = threadIdx.x; f < elems; f += blockDim.x) {
-        u64 gi = lo_base + (f & lo_mask) + ((u64)(f >> lo_log) << s) + (hi << (s + k));
-        store_fr(data, gi, tile[f]);
-    }
+    for (u32 f = threadIdx.x; f < elems; f += blockDim.x) store_fr(data, tile_index(f), tile[f]);
 }
 
 // Bit-reversal permutation of 2^L elements, L ≥ 8, in place and coalesced. With the index
