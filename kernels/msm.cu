@@ -155,11 +155,25 @@ extern "C" __global__ void msm_digits(const u32* scalars, u32 m, u32 c, u32 wind
     }
 }
 
+// The counting sort's two passes over a window take SORT_UNROLL entries per thread per round,
+// over a grid of any size: each thread keeps that many loads and atomics in flight. They run
+// beside the bucket accumulation, which leaves room for about one block per SM; one entry per
+// thread would leave them waiting on memory one round trip at a time.
+#define SORT_UNROLL 8
+
 extern "C" __global__ void msm_histogram(const u32* digits, u32 m, u32* counts) {
-    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= m) return;
-    u32 enc = digits[i];
-    if (enc != 0) atomicAdd(&counts[(enc - 1) >> 1], 1u);
+    const u32 stride = gridDim.x * blockDim.x;
+    for (u32 i0 = blockIdx.x * blockDim.x + threadIdx.x; i0 < m; i0 += SORT_UNROLL * stride) {
+        u32 enc[SORT_UNROLL];
+#pragma unroll
+        for (int r = 0; r < SORT_UNROLL; r++) {
+            const u32 i = i0 + r * stride;
+            enc[r] = i < m ? digits[i] : 0;
+        }
+#pragma unroll
+        for (int r = 0; r < SORT_UNROLL; r++)
+            if (enc[r] != 0) atomicAdd(&counts[(enc[r] - 1) >> 1], 1u);
+    }
 }
 
 // Exclusive scan, 1024 elements per block of 256 threads; block totals go to `sums` so that the
@@ -200,13 +214,27 @@ extern "C" __global__ void scan_add(u32* out, u32 len, const u32* sums) {
 
 extern "C" __global__ void msm_scatter(const u32* digits, const u32* other_idx, u32 m,
                                        const u32* offsets, u32* fill, u32* sorted) {
-    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= m) return;
-    u32 enc = digits[i];
-    if (enc == 0) return;
-    u32 b = (enc - 1) >> 1;
-    u32 pos = offsets[b] + atomicAdd(&fill[b], 1u);
-    sorted[pos] = other_idx[i] | (((enc - 1) & 1) << 31);
+    const u32 stride = gridDim.x * blockDim.x;
+    for (u32 i0 = blockIdx.x * blockDim.x + threadIdx.x; i0 < m; i0 += SORT_UNROLL * stride) {
+        u32 enc[SORT_UNROLL], pos[SORT_UNROLL];
+#pragma unroll
+        for (int r = 0; r < SORT_UNROLL; r++) {
+            const u32 i = i0 + r * stride;
+            enc[r] = i < m ? digits[i] : 0;
+        }
+#pragma unroll
+        for (int r = 0; r < SORT_UNROLL; r++) {
+            if (enc[r] != 0) {
+                const u32 b = (enc[r] - 1) >> 1;
+                pos[r] = offsets[b] + atomicAdd(&fill[b], 1u);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < SORT_UNROLL; r++) {
+            const u32 i = i0 + r * stride;
+            if (enc[r] != 0) sorted[pos[r]] = other_idx[i] | (((enc[r] - 1) & 1) << 31);
+        }
+    }
 }
 
 // Blocks of 128 threads per SM the accumulation is built for: registers are capped to fit

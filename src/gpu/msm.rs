@@ -23,6 +23,10 @@ const XYZZ_LIMBS: usize = 48;
 fn chunk_len(m: u32) -> u32 {
     (m >> 20).clamp(32, 128).next_power_of_two()
 }
+/// Entries each thread of the sort kernels takes per round (`SORT_UNROLL` in kernels/msm.cu).
+const SORT_UNROLL: u32 = 8;
+/// Blocks of 256 threads per SM for the sort kernels when nothing else runs (8 fill an SM).
+const SORT_BLOCKS_PER_SM: u32 = 8;
 /// Buckets per running-sum segment in the window reduction.
 const SEGMENT: u32 = 32;
 /// Largest supported MSM: point indices keep one bit for the sign.
@@ -364,6 +368,10 @@ fn pippenger(
     let sums = gpu.alloc::<u32>(windows as usize * XYZZ_LIMBS)?;
     let scan = Scan::new(gpu, nbuckets + 1)?;
 
+    // The sort kernels loop over their entries (8 per thread per round, kernels/msm.cu): enough
+    // blocks to fill every SM when they run alone, no more.
+    let sort_grid = blocks(m.div_ceil(SORT_UNROLL) as u64, 256)?
+        .min(gpu.info.multiprocessors.max(1) as u32 * SORT_BLOCKS_PER_SM);
     trace.mark(gpu, "digits+alloc")?;
     // The sorts need the digits.
     gpu.wait_for(sort_lane, Lane::Main)?;
@@ -381,7 +389,7 @@ fn pippenger(
         gpu.launch_in(
             sort_lane,
             "msm_histogram",
-            blocks(m as u64, 256)?,
+            sort_grid,
             256,
             &[&dw, &m, &sb.counts.ptr()],
         )?;
@@ -395,7 +403,7 @@ fn pippenger(
         gpu.launch_in(
             sort_lane,
             "msm_scatter",
-            blocks(m as u64, 256)?,
+            sort_grid,
             256,
             &[
                 &dw,
