@@ -5,9 +5,9 @@
 // Fr: the scalar field, r < 2^255, 8 limbs.   Fp: the base field, p < 2^381, 12 limbs.
 // Both moduli leave the top bit of the last limb clear, so a + b never carries out of N limbs.
 //
-// Multiplication is CIOS Montgomery (Koç, Acar, Kaliski 1996) on 32-bit limbs with 64-bit
-// accumulators: the hardware multiplies 32×32→64 natively (IMAD.WIDE), and the 64-bit sums
-// keep every carry explicit without inline assembly.
+// Multiplication is CIOS Montgomery (Koç, Acar, Kaliski 1996) on 32-bit limbs. The portable
+// C++ form uses 64-bit accumulators; on the GPU the same algorithm runs on the hardware's carry
+// flag (PTX carry chains, below) with 32×32→64 multiplies.
 #ifndef C2Q_FIELD_CUH
 #define C2Q_FIELD_CUH
 
