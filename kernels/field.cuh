@@ -361,6 +361,7 @@ DEV Fe<T> fe_mul_ptx(const Fe<T>& a, const Fe<T>& b) {
     for (int i = 0; i < N; i++) r.v[i] = borrow ? t[i] : d.v[i];
     return r;
 }
+
 // t (N + 1 words) += x·y (x given by word, y one word), with 64-bit products: the products of
 // the even words of x fill words 0 .. N − 1 of one N-word number without overlapping, those of
 // the odd words words 1 .. N of another; both are then added to t with carry chains. No chain
