@@ -62,6 +62,8 @@ porep)
   ;;
 tune)
   IFS=';' read -r -a variants <<<"${C2Q_TUNE:-}"
+  # `read` drops a trailing empty field: "X;" means X, then the default build.
+  [[ "${C2Q_TUNE:-}" == *";" ]] && variants+=("")
   [ ${#variants[@]} -eq 0 ] && variants=("")
   k=0
   for v in "${variants[@]}"; do
