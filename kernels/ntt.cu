@@ -82,8 +82,18 @@ DEV void butterfly(Fr& x, Fr& y, const Fr& w, bool dif) {
 // Registers are capped so that C2Q_NTT_BLOCKS blocks fit on an SM: on an H200, with the 64-bit
 // products of field.cuh, four ran 0.4 – 3 % faster than three (a small spill notwithstanding),
 // and three 6 % faster than two (c2q's $C2Q_KERNEL_DEFINES can override it for tuning runs).
+// No more than the SM's shared memory holds, though (c2q passes C2Q_SHARED_PER_SM): on GPUs
+// with 100 KB per SM (sm_86, sm_89, sm_120) three tiles fit, and capping registers for four
+// would only add spills.
+#define NTT_TILE_SHARED (NTT_TILE * 32 + 1024)  // the tile, and the 1 KB the runtime reserves
 #ifndef C2Q_NTT_BLOCKS
+#if defined(C2Q_SHARED_PER_SM)
+#define C2Q_NTT_BLOCKS \
+    (C2Q_SHARED_PER_SM / NTT_TILE_SHARED >= 4 ? 4 \
+     : C2Q_SHARED_PER_SM / NTT_TILE_SHARED >= 1 ? C2Q_SHARED_PER_SM / NTT_TILE_SHARED : 1)
+#else
 #define C2Q_NTT_BLOCKS 4
+#endif
 #endif
 extern "C" __global__ void __launch_bounds__(256, C2Q_NTT_BLOCKS) ntt_pass(u32* data, u32 s, u32 k,
                                                              u32 lo_log, const u32* tw,

@@ -108,6 +108,8 @@ pub struct DeviceInfo {
     pub compute_capability: (i32, i32),
     pub total_memory: usize,
     pub multiprocessors: i32,
+    /// Shared memory one SM can give its resident blocks, in bytes.
+    pub shared_per_sm: i32,
 }
 
 impl std::fmt::Display for DeviceInfo {
@@ -168,6 +170,7 @@ fn device_info(ordinal: usize) -> Result<DeviceInfo> {
     let major = attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
     let minor = attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
     let multiprocessors = attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+    let shared_per_sm = attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)?;
     let name = dres::device::get_name(dev).unwrap_or_else(|_| "unknown GPU".into());
     // SAFETY: as above.
     let total_memory = unsafe { dres::device::total_mem(dev) }
@@ -178,6 +181,7 @@ fn device_info(ordinal: usize) -> Result<DeviceInfo> {
         compute_capability: (major, minor),
         total_memory,
         multiprocessors,
+        shared_per_sm,
     })
 }
 
@@ -319,7 +323,7 @@ impl Gpu {
         );
         let mut functions = HashMap::new();
         for (name, source, kernels) in PROGRAMS {
-            let image = build_program(name, source, info.compute_capability)?;
+            let image = build_program(name, source, &info)?;
             let module = ctx
                 .load_module(Ptx::from_binary(image))
                 .with_context(|| format!("cannot load kernel module {name} on {info}"))?;
@@ -706,18 +710,27 @@ impl<T> Drop for DevBuf<T> {
 unsafe impl<T> Send for DevBuf<T> {}
 unsafe impl<T> Sync for DevBuf<T> {}
 
-/// Compile `source` for `sm_XY` with NVRTC, or take the CUBIN from the disk cache.
-fn build_program(name: &str, source: &str, cc: (i32, i32)) -> Result<Vec<u8>> {
+/// What the kernels are told about the GPU they are built for: the shared memory of an SM, from
+/// which ntt.cu works out how many of its blocks can share one (and so its register budget).
+fn device_defines(info: &DeviceInfo) -> Vec<String> {
+    vec![format!("-DC2Q_SHARED_PER_SM={}", info.shared_per_sm)]
+}
+
+/// Compile `source` for the GPU's `sm_XY` with NVRTC, or take the CUBIN from the disk cache.
+fn build_program(name: &str, source: &str, info: &DeviceInfo) -> Result<Vec<u8>> {
+    let cc = info.compute_capability;
     let arch = format!("sm_{}{}", cc.0, cc.1);
     let nvrtc = nvrtc_version()?;
     let driver = driver_version()?;
+    let mut options = compile_options()?;
+    options.extend(device_defines(info));
     let mut h = Sha256::new();
     h.update(source.as_bytes());
     for (hname, hsrc) in HEADERS {
         h.update(hname.as_bytes());
         h.update(hsrc.as_bytes());
     }
-    for o in compile_options()? {
+    for o in &options {
         h.update(o.as_bytes());
     }
     h.update(format!("nvrtc {}.{}", nvrtc.0, nvrtc.1).as_bytes());
@@ -733,7 +746,7 @@ fn build_program(name: &str, source: &str, cc: (i32, i32)) -> Result<Vec<u8>> {
         }
     }
     let started = std::time::Instant::now();
-    let image = nvrtc_compile(name, source, &arch)
+    let image = nvrtc_compile(name, source, &arch, &options)
         .with_context(|| format!("NVRTC could not build kernels/{name}.cu for {arch}"))?;
     tracing::info!(
         kernel = name,
@@ -778,7 +791,7 @@ impl Drop for Program {
     }
 }
 
-fn nvrtc_compile(name: &str, source: &str, arch: &str) -> Result<Vec<u8>> {
+fn nvrtc_compile(name: &str, source: &str, arch: &str, options: &[String]) -> Result<Vec<u8>> {
     let src = CString::new(source)?;
     let pname = CString::new(format!("{name}.cu"))?;
     let hsrc: Vec<CString> = HEADERS
@@ -808,8 +821,8 @@ fn nvrtc_compile(name: &str, source: &str, arch: &str) -> Result<Vec<u8>> {
     )?;
     let prog = Program(prog);
     let mut opts: Vec<CString> = vec![CString::new(format!("--gpu-architecture={arch}"))?];
-    for o in compile_options()? {
-        opts.push(CString::new(o)?);
+    for o in options {
+        opts.push(CString::new(o.as_str())?);
     }
     let opts_p: Vec<*const c_char> = opts.iter().map(|s| s.as_ptr()).collect();
     // SAFETY: the program is valid and the options are NUL-terminated strings.
