@@ -384,6 +384,22 @@ DEV void mul_word_add(u32 (&t)[T::N + 1], X x, u32 y) {
     PTX_ADDC(t[N], t[N], od[N - 1]);
 }
 
+// t = x·y, the same way for a t that holds nothing yet: the even products are the low N words
+// as they stand, and only the odd ones need adding (the first word of a product).
+template <class T, class X>
+DEV void mul_word_set(u32 (&t)[T::N + 1], X x, u32 y) {
+    const int N = T::N;
+    u32 od[N];
+#pragma unroll
+    for (int j = 0; j < N; j += 2) PTX_MULWIDE(t[j], t[j + 1], x(j), y);
+#pragma unroll
+    for (int j = 1; j < N; j += 2) PTX_MULWIDE(od[j - 1], od[j], x(j), y);
+    PTX_ADD_CC(t[1], t[1], od[0]);
+#pragma unroll
+    for (int j = 2; j < N; j++) PTX_ADDC_CC(t[j], t[j], od[j - 1]);
+    PTX_ADDC(t[N], od[N - 1], 0u);
+}
+
 // The CIOS product of fe_mul_ptx with 64-bit products (IMAD.WIDE) instead of separate low and
 // high multiply-adds: half the multiply instructions, a few more additions. On an H200 the
 // high-half multiply-add (IMAD.HI) issues at half rate and kept the multiplier pipe the busiest
@@ -394,10 +410,9 @@ DEV Fe<T> fe_mul_wide(const Fe<T>& a, const Fe<T>& b) {
     const int N = T::N;
     u32 t[N + 1];
 #pragma unroll
-    for (int i = 0; i < N + 1; i++) t[i] = 0;
-#pragma unroll
     for (int i = 0; i < N; i++) {
-        mul_word_add<T>(t, [&](int j) { return a.v[j]; }, b.v[i]);
+        if (i == 0) mul_word_set<T>(t, [&](int j) { return a.v[j]; }, b.v[0]);
+        else mul_word_add<T>(t, [&](int j) { return a.v[j]; }, b.v[i]);
         const u32 m = t[0] * T::INV;
         mul_word_add<T>(t, [](int j) { return T::mod(j); }, m);
         // t[0] is now 0: divide by the word.
