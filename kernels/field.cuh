@@ -277,23 +277,32 @@ inline u32 c2q_put(u64 v, bool set) {
 #endif
 
 #if defined(C2Q_CARRY_CHAINS)
+// x − m when x ≥ m, else x (for x < 2m): the conditional subtraction that ends a sum or a
+// product. x is given by word, so that a product's running value needs no copy.
+template <class T, class X>
+DEV Fe<T> reduce_once_ptx(X x) {
+    const int N = T::N;
+    Fe<T> d;
+    PTX_SUB_CC(d.v[0], x(0), T::mod(0));
+#pragma unroll
+    for (int i = 1; i < N; i++) PTX_SUBC_CC(d.v[i], x(i), T::mod(i));
+    u32 borrow;
+    PTX_SUBC(borrow, 0u, 0u);
+    // borrow = all ones when x < m: keep x.
+#pragma unroll
+    for (int i = 0; i < N; i++) d.v[i] = borrow ? x(i) : d.v[i];
+    return d;
+}
+
 // a + b mod m (both < m).
 template <class T>
 DEV Fe<T> fe_add_ptx(const Fe<T>& a, const Fe<T>& b) {
     const int N = T::N;
-    Fe<T> s, d;
+    Fe<T> s;
     PTX_ADD_CC(s.v[0], a.v[0], b.v[0]);
 #pragma unroll
     for (int i = 1; i < N; i++) PTX_ADDC_CC(s.v[i], a.v[i], b.v[i]);
-    PTX_SUB_CC(d.v[0], s.v[0], T::mod(0));
-#pragma unroll
-    for (int i = 1; i < N; i++) PTX_SUBC_CC(d.v[i], s.v[i], T::mod(i));
-    u32 borrow;
-    PTX_SUBC(borrow, 0u, 0u);
-    // borrow = all ones when s < m: keep s.
-#pragma unroll
-    for (int i = 0; i < N; i++) d.v[i] = borrow ? s.v[i] : d.v[i];
-    return d;
+    return reduce_once_ptx<T>([&](int i) { return s.v[i]; });
 }
 
 // a − b mod m.
@@ -351,15 +360,7 @@ DEV Fe<T> fe_mul_ptx(const Fe<T>& a, const Fe<T>& b) {
         t[N] = 0;
     }
     // t < 2m: one conditional subtraction.
-    Fe<T> r, d;
-    PTX_SUB_CC(d.v[0], t[0], T::mod(0));
-#pragma unroll
-    for (int i = 1; i < N; i++) PTX_SUBC_CC(d.v[i], t[i], T::mod(i));
-    u32 borrow;
-    PTX_SUBC(borrow, 0u, 0u);
-#pragma unroll
-    for (int i = 0; i < N; i++) r.v[i] = borrow ? t[i] : d.v[i];
-    return r;
+    return reduce_once_ptx<T>([&](int i) { return t[i]; });
 }
 
 // t (N + 1 words) += x·y (x given by word, y one word), with 64-bit products: the products of
@@ -420,15 +421,7 @@ DEV Fe<T> fe_mul_wide(const Fe<T>& a, const Fe<T>& b) {
         for (int j = 0; j < N; j++) t[j] = t[j + 1];
         t[N] = 0;
     }
-    Fe<T> r, d;
-    PTX_SUB_CC(d.v[0], t[0], T::mod(0));
-#pragma unroll
-    for (int i = 1; i < N; i++) PTX_SUBC_CC(d.v[i], t[i], T::mod(i));
-    u32 borrow;
-    PTX_SUBC(borrow, 0u, 0u);
-#pragma unroll
-    for (int i = 0; i < N; i++) r.v[i] = borrow ? t[i] : d.v[i];
-    return r;
+    return reduce_once_ptx<T>([&](int i) { return t[i]; });
 }
 
 #ifndef C2Q_MUL_WIDE
