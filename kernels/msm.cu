@@ -161,15 +161,21 @@ extern "C" __global__ void msm_digits(const u32* scalars, u32 m, u32 c, u32 wind
 // thread would leave them waiting on memory one round trip at a time.
 #define SORT_UNROLL 8
 
+// The digits of one round's entries i0, i0 + stride, …, 0 (no bucket) past the end.
+DEV void load_digit_round(u32 (&enc)[SORT_UNROLL], const u32* digits, u32 i0, u32 stride,
+                          u32 m) {
+#pragma unroll
+    for (int r = 0; r < SORT_UNROLL; r++) {
+        const u32 i = i0 + r * stride;
+        enc[r] = i < m ? digits[i] : 0;
+    }
+}
+
 extern "C" __global__ void msm_histogram(const u32* digits, u32 m, u32* counts) {
     const u32 stride = gridDim.x * blockDim.x;
     for (u32 i0 = blockIdx.x * blockDim.x + threadIdx.x; i0 < m; i0 += SORT_UNROLL * stride) {
         u32 enc[SORT_UNROLL];
-#pragma unroll
-        for (int r = 0; r < SORT_UNROLL; r++) {
-            const u32 i = i0 + r * stride;
-            enc[r] = i < m ? digits[i] : 0;
-        }
+        load_digit_round(enc, digits, i0, stride, m);
 #pragma unroll
         for (int r = 0; r < SORT_UNROLL; r++)
             if (enc[r] != 0) atomicAdd(&counts[(enc[r] - 1) >> 1], 1u);
@@ -217,11 +223,7 @@ extern "C" __global__ void msm_scatter(const u32* digits, const u32* other_idx, 
     const u32 stride = gridDim.x * blockDim.x;
     for (u32 i0 = blockIdx.x * blockDim.x + threadIdx.x; i0 < m; i0 += SORT_UNROLL * stride) {
         u32 enc[SORT_UNROLL], pos[SORT_UNROLL];
-#pragma unroll
-        for (int r = 0; r < SORT_UNROLL; r++) {
-            const u32 i = i0 + r * stride;
-            enc[r] = i < m ? digits[i] : 0;
-        }
+        load_digit_round(enc, digits, i0, stride, m);
 #pragma unroll
         for (int r = 0; r < SORT_UNROLL; r++) {
             if (enc[r] != 0) {

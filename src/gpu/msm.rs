@@ -368,8 +368,8 @@ fn pippenger(
     let sums = gpu.alloc::<u32>(windows as usize * XYZZ_LIMBS)?;
     let scan = Scan::new(gpu, nbuckets + 1)?;
 
-    // The sort kernels loop over their entries (8 per thread per round, kernels/msm.cu): enough
-    // blocks to fill every SM when they run alone, no more.
+    // The sort kernels loop over their entries, SORT_UNROLL per thread per round: enough blocks
+    // to fill every SM when they run alone, no more.
     let sort_grid = blocks(m.div_ceil(SORT_UNROLL) as u64, 256)?
         .min(gpu.info.multiprocessors.max(1) as u32 * SORT_BLOCKS_PER_SM);
     trace.mark(gpu, "digits+alloc")?;
