@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One GPU-machine session of c2q, from a prebuilt binary (no toolchain there):
 #   ops/bench/gpu-run.sh check BIN OUTDIR   correctness: `quick`, then `porep`
-#   ops/bench/gpu-run.sh quick BIN OUTDIR   gpu-check (kernels against the CPU) on every GPU
+#   ops/bench/gpu-run.sh quick BIN OUTDIR   gpu-check (kernels against the CPU) on every GPU, and
+#                                           at 2^27 and 2^28 (--large-log) on the first
 #   ops/bench/gpu-run.sh porep BIN OUTDIR   PoRep proofs cpu = cuda, a 13-partition job on one
 #                                           and all GPUs, synthetic and V1 sectors on the GPU
 #   ops/bench/gpu-run.sh time BIN OUTDIR    timings: MSM phases at 2^27, the full `c2q bench gpu`
@@ -54,6 +55,10 @@ check)
 quick)
   for d in $(seq 0 $((gpus - 1))); do
     step "gpu-check-dev$d" "$bin" gpu-check --device "$d" --seed "$RANDOM$d"
+  done
+  # Full size on the first GPU: a partition's domain, and the largest supported size.
+  for l in 27 28; do
+    step "gpu-check-large-2-$l" "$bin" gpu-check --device 0 --seed "$RANDOM" --large-log "$l"
   done
   ;;
 porep)

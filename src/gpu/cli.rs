@@ -6,16 +6,15 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use blstrs::{G1Affine, G1Projective, Scalar as Fr};
 use ff::{Field, PrimeField};
-use group::{prime::PrimeCurveAffine, Curve, Group};
+use group::{prime::PrimeCurveAffine, Curve};
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use super::backend::{start_resident, CudaBackend, PointSets, StartPhases, WitnessScalars};
 use super::device::{list_devices, DevBuf, Gpu};
-use super::limbs::{
-    affine_as_limbs, scalars_as_limbs, scalars_as_limbs_mut, AFFINE_LIMBS, FR_LIMBS,
-};
+use super::inputs::{download_scalars, gen_points, gen_scalars, ladder};
+use super::limbs::{affine_as_limbs, scalars_as_limbs, AFFINE_LIMBS, FR_LIMBS};
 use super::msm::{msm, msm_streamed};
 use super::ntt::{omega, upload_scalars, Ntt};
 use crate::groth16::{
@@ -40,6 +39,10 @@ pub struct GpuCheckArgs {
     /// proofs byte for byte and verify them, filecoin-proofs' `verify_seal` included.
     #[arg(long)]
     pub porep: bool,
+    /// Also check the NTTs, H and the MSM at 2^L (10 to 28; 2^27 is a 32 GiB partition's
+    /// domain) against exact answers the host computes in linear time.
+    #[arg(long, value_name = "L")]
+    pub large_log: Option<u32>,
     /// Where `--porep` keeps its generated 2 KiB test parameters (never the official
     /// parameter directory: test parameters there would shadow the real ones).
     #[arg(long, default_value = "/var/tmp/c2q-test-params")]
@@ -132,16 +135,7 @@ fn porep_scalars(rng: &mut ChaCha8Rng, n: usize) -> Vec<Fr> {
 
 /// Random points (P_i = P_0 + i·Q for random P_0, Q), with a few at infinity when asked.
 fn random_points(rng: &mut ChaCha8Rng, n: usize, with_infinity: bool) -> Vec<G1Affine> {
-    let base = G1Projective::random(&mut *rng);
-    let step = G1Projective::random(&mut *rng);
-    let mut proj = Vec::with_capacity(n);
-    let mut p = base;
-    for _ in 0..n {
-        proj.push(p);
-        p += step;
-    }
-    let mut out = vec![G1Affine::identity(); n];
-    G1Projective::batch_normalize(&proj, &mut out);
+    let (mut out, _, _) = ladder(rng, n);
     if with_infinity {
         for _ in 0..n.div_ceil(50) {
             let i = rng.gen_range(0..n);
@@ -156,12 +150,6 @@ fn gpu_msm_host(gpu: &Gpu, points: &[G1Affine], scalars: &[Fr]) -> Result<G1Proj
     gpu.upload(&dp, 0, affine_as_limbs(points))?;
     let ds = upload_scalars(gpu, scalars)?;
     msm(gpu, &dp, &ds, points.len())
-}
-
-fn download_scalars(gpu: &Gpu, buf: &DevBuf<u32>, n: usize) -> Result<Vec<Fr>> {
-    let mut v = vec![Fr::ZERO; n];
-    gpu.download(buf, 0, scalars_as_limbs_mut(&mut v))?;
-    Ok(v)
 }
 
 /// `c2q gpu-check`. Ok(true) when every comparison matched.
@@ -398,6 +386,17 @@ pub fn gpu_check(args: &GpuCheckArgs) -> Result<bool> {
         t.check("canary proof verifies", job.verify(&[gpu_proof]).is_ok());
     }
 
+    if let Some(log_n) = args.large_log {
+        let large = Instant::now();
+        for (what, ok) in super::large_check::run(gpu, log_n, &mut rng)? {
+            t.check(&what, ok);
+        }
+        println!(
+            "full-size checks at 2^{log_n}: {:.1} s",
+            large.elapsed().as_secs_f64()
+        );
+    }
+
     println!(
         "{} checks, {} failed ({:.1} s)",
         t.checks,
@@ -446,38 +445,6 @@ fn time_events(gpu: &Gpu, reps: usize, mut f: impl FnMut() -> Result<()>) -> Res
         times.push(start.elapsed_ms(&end).context("cannot read event timing")? as f64);
     }
     Ok(median(times))
-}
-
-/// Random points made on the GPU (kernels/gen.cu) from two tables of 2^14 points.
-fn gen_points(gpu: &Gpu, n: usize, rng: &mut ChaCha8Rng) -> Result<DevBuf<u32>> {
-    const TLOG: u32 = 14;
-    let t1 = random_points(rng, 1 << TLOG, false);
-    let t2 = random_points(rng, 1 << TLOG, false);
-    let d1 = gpu.alloc::<u32>(t1.len() * AFFINE_LIMBS)?;
-    gpu.upload(&d1, 0, affine_as_limbs(&t1))?;
-    let d2 = gpu.alloc::<u32>(t2.len() * AFFINE_LIMBS)?;
-    gpu.upload(&d2, 0, affine_as_limbs(&t2))?;
-    let out = gpu.alloc::<u32>(n * AFFINE_LIMBS)?;
-    let threads = (n as u64).div_ceil(16);
-    gpu.launch(
-        "gen_points",
-        super::device::blocks(threads, 128)?,
-        128,
-        &[&out.ptr(), &(n as u64), &d1.ptr(), &d2.ptr(), &TLOG],
-    )?;
-    gpu.sync()?;
-    Ok(out)
-}
-
-/// Random scalars made on the GPU: mode 0 full width, 1 PoRep-like.
-fn gen_scalars(gpu: &Gpu, buf: &DevBuf<u32>, n: usize, seed: u64, mode: u32) -> Result<()> {
-    gpu.launch(
-        "gen_scalars",
-        super::device::blocks(n as u64, 256)?,
-        256,
-        &[&buf.ptr(), &(n as u64), &seed, &mode],
-    )?;
-    gpu.sync()
 }
 
 /// PoRep-like host values, generated in parallel.
@@ -534,7 +501,7 @@ pub fn bench_gpu(args: &BenchGpuArgs) -> Result<()> {
 
     if !args.no_msm {
         let n_max = 1usize << max_log;
-        let points = gen_points(gpu, n_max, &mut rng)?;
+        let (points, _) = gen_points(gpu, n_max, &mut rng)?;
         let scalars = gpu.alloc::<u32>(n_max * FR_LIMBS)?;
         for (work, mode) in [("msm full-width", 0u32), ("msm porep-like", 1)] {
             for log_n in min_log..=max_log {
@@ -618,10 +585,10 @@ fn bench_partition(gpu: &Gpu, constraints: usize, rng: &mut ChaCha8Rng) -> Resul
     let b_points = aux * 255 / 1000;
     eprintln!("partition: {constraints} constraints, domain 2^{log_n}: generating inputs …");
     let t = Instant::now();
-    let h_set = gen_points(gpu, domain - 1, rng)?;
-    let l_set = gen_points(gpu, aux, rng)?;
-    let a_set = gen_points(gpu, a_points, rng)?;
-    let b_set = gen_points(gpu, b_points, rng)?;
+    let (h_set, _) = gen_points(gpu, domain - 1, rng)?;
+    let (l_set, _) = gen_points(gpu, aux, rng)?;
+    let (a_set, _) = gen_points(gpu, a_points, rng)?;
+    let (b_set, _) = gen_points(gpu, b_points, rng)?;
     let srs_gen_ms = t.elapsed().as_secs_f64() * 1e3;
 
     let mut ntt = Ntt::new();

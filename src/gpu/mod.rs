@@ -8,6 +8,8 @@
 pub mod backend;
 pub mod cli;
 pub mod device;
+pub mod inputs;
+pub mod large_check;
 pub mod limbs;
 pub mod msm;
 pub mod ntt;

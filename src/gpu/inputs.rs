@@ -1,0 +1,173 @@
+//! Inputs for `c2q bench gpu` and `c2q gpu-check`, made on the GPU so that 2^28 points or
+//! scalars neither cross PCIe nor take the host minutes: random scalars, and points whose
+//! discrete-log structure is known, so that an MSM over them has a cheap exact answer.
+
+use anyhow::Result;
+use blstrs::{G1Affine, G1Projective, Scalar as Fr};
+use ff::Field;
+use group::{Curve, Group};
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+
+use super::device::{blocks, DevBuf, Gpu};
+use super::limbs::{affine_as_limbs, scalars_as_limbs_mut, AFFINE_LIMBS};
+
+/// log2 of the two point tables `gen_points` combines: 2^28 distinct points from 2 × 2^14.
+const TLOG: u32 = 14;
+
+/// B + j·S for j < n, with B and S random: the affine points and (B, S).
+pub fn ladder(rng: &mut ChaCha8Rng, n: usize) -> (Vec<G1Affine>, G1Projective, G1Projective) {
+    let base = G1Projective::random(&mut *rng);
+    let step = G1Projective::random(&mut *rng);
+    let mut proj = Vec::with_capacity(n);
+    let mut p = base;
+    for _ in 0..n {
+        proj.push(p);
+        p += step;
+    }
+    let mut out = vec![G1Affine::default(); n];
+    G1Projective::batch_normalize(&proj, &mut out);
+    (out, base, step)
+}
+
+/// How the points of `gen_points` were made: P_i = T1[i mod 2^t] + T2[⌊i / 2^t⌋ mod 2^t] with
+/// T1[j] = B1 + j·S1 and T2[k] = B2 + k·S2. So Σ s_i·P_i = (Σ s_i)·(B1 + B2) + (Σ j_i·s_i)·S1 +
+/// (Σ k_i·s_i)·S2: three sums over the scalars and three scalar multiplications, an answer
+/// that shares nothing with Pippenger's bucket method.
+pub struct PointLattice {
+    tlog: u32,
+    b1: G1Projective,
+    s1: G1Projective,
+    b2: G1Projective,
+    s2: G1Projective,
+}
+
+impl PointLattice {
+    /// Σ s_i·P_i over the first `scalars.len()` points.
+    pub fn msm(&self, scalars: &[Fr]) -> G1Projective {
+        let m = 1usize << self.tlog;
+        // Runs of 2^t consecutive scalars share k; within a run, Σ j·s_j is the sum of the
+        // suffix sums from j = 1 up, which needs additions only.
+        let (sum, jsum, ksum) = scalars
+            .par_chunks(m)
+            .enumerate()
+            .map(|(c, run)| {
+                let mut suffix = Fr::ZERO;
+                let mut jsum = Fr::ZERO;
+                for s in run[1..].iter().rev() {
+                    suffix += s;
+                    jsum += suffix;
+                }
+                suffix += run[0];
+                (suffix, jsum, Fr::from((c % m) as u64) * suffix)
+            })
+            .reduce(
+                || (Fr::ZERO, Fr::ZERO, Fr::ZERO),
+                |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2),
+            );
+        (self.b1 + self.b2) * sum + self.s1 * jsum + self.s2 * ksum
+    }
+
+    /// The point P_i itself (host arithmetic, for tests).
+    pub fn point(&self, i: usize) -> G1Projective {
+        let m = (1usize << self.tlog) - 1;
+        let j = (i & m) as u64;
+        let k = ((i >> self.tlog) & m) as u64;
+        self.b1 + self.s1 * Fr::from(j) + self.b2 + self.s2 * Fr::from(k)
+    }
+}
+
+/// n points P_i = T1[i mod 2^t] + T2[⌊i / 2^t⌋ mod 2^t], summed on the GPU from two random
+/// ladders of 2^14 points (distinct for every i < 2^28), and how they were made.
+pub fn gen_points(
+    gpu: &Gpu,
+    n: usize,
+    rng: &mut ChaCha8Rng,
+) -> Result<(DevBuf<u32>, PointLattice)> {
+    let (t1, b1, s1) = ladder(rng, 1 << TLOG);
+    let (t2, b2, s2) = ladder(rng, 1 << TLOG);
+    let d1 = gpu.alloc::<u32>(t1.len() * AFFINE_LIMBS)?;
+    gpu.upload(&d1, 0, affine_as_limbs(&t1))?;
+    let d2 = gpu.alloc::<u32>(t2.len() * AFFINE_LIMBS)?;
+    gpu.upload(&d2, 0, affine_as_limbs(&t2))?;
+    let out = gpu.alloc::<u32>(n * AFFINE_LIMBS)?;
+    let threads = (n as u64).div_ceil(16);
+    gpu.launch(
+        "gen_points",
+        blocks(threads, 128)?,
+        128,
+        &[&out.ptr(), &(n as u64), &d1.ptr(), &d2.ptr(), &TLOG],
+    )?;
+    gpu.sync()?;
+    let lattice = PointLattice {
+        tlog: TLOG,
+        b1,
+        s1,
+        b2,
+        s2,
+    };
+    Ok((out, lattice))
+}
+
+/// Random scalars made on the GPU (Montgomery form, as blstrs stores them): mode 0 full
+/// width, 1 PoRep-like (51 % zero, 47 % one, 2 % random).
+pub fn gen_scalars(gpu: &Gpu, buf: &DevBuf<u32>, n: usize, seed: u64, mode: u32) -> Result<()> {
+    gpu.launch(
+        "gen_scalars",
+        blocks(n as u64, 256)?,
+        256,
+        &[&buf.ptr(), &(n as u64), &seed, &mode],
+    )?;
+    gpu.sync()
+}
+
+/// The first n scalars of `buf`.
+pub fn download_scalars(gpu: &Gpu, buf: &DevBuf<u32>, n: usize) -> Result<Vec<Fr>> {
+    let mut v = vec![Fr::ZERO; n];
+    gpu.download(buf, 0, scalars_as_limbs_mut(&mut v))?;
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    /// The closed form agrees with a plain multiexp over the same points, full runs of 2^t
+    /// and a partial one included.
+    #[test]
+    fn lattice_msm_matches_the_multiexp() {
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let lattice = PointLattice {
+            tlog: 3,
+            b1: G1Projective::random(&mut rng),
+            s1: G1Projective::random(&mut rng),
+            b2: G1Projective::random(&mut rng),
+            s2: G1Projective::random(&mut rng),
+        };
+        for n in [1usize, 7, 8, 9, 64, 100] {
+            let points: Vec<G1Affine> = (0..n).map(|i| lattice.point(i).to_affine()).collect();
+            let scalars: Vec<Fr> = (0..n)
+                .map(|_| {
+                    if rng.gen_bool(0.3) {
+                        Fr::ONE
+                    } else {
+                        Fr::random(&mut rng)
+                    }
+                })
+                .collect();
+            let want = crate::groth16::msm::g1(&points, &scalars);
+            assert_eq!(lattice.msm(&scalars), want, "n = {n}");
+        }
+    }
+
+    /// The ladder is B + j·S.
+    #[test]
+    fn ladder_steps_by_s() {
+        let mut rng = ChaCha8Rng::seed_from_u64(6);
+        let (pts, b, s) = ladder(&mut rng, 5);
+        for (j, p) in pts.iter().enumerate() {
+            assert_eq!(G1Projective::from(*p), b + s * Fr::from(j as u64));
+        }
+    }
+}
