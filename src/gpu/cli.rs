@@ -11,7 +11,9 @@ use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
-use super::backend::{start_resident, CudaBackend, PointSets, StartPhases, WitnessScalars};
+use super::backend::{
+    start_peak_bytes, start_resident, CudaBackend, PointSets, StartPhases, WitnessScalars,
+};
 use super::device::{list_devices, DevBuf, Gpu};
 use super::inputs::{download_scalars, gen_points, gen_scalars, ladder};
 use super::limbs::{affine_as_limbs, scalars_as_limbs, AFFINE_LIMBS, FR_LIMBS};
@@ -569,6 +571,11 @@ pub struct PartitionTiming {
     pub phases: StartPhases,
     /// The process's first proving start.
     pub first: StartPhases,
+    /// Device memory the steady-state start held at its peak besides the point sets and the
+    /// NTT's tables, and what c2q budgets for it (`backend::start_peak_bytes`) when deciding
+    /// whether a circuit's points can stay resident.
+    pub device_peak_bytes: u64,
+    pub device_estimate_bytes: usize,
 }
 
 /// Proving start for one partition of `constraints` constraints, PoRep-shaped (aux variables
@@ -598,6 +605,7 @@ fn bench_partition(gpu: &Gpu, constraints: usize, rng: &mut ChaCha8Rng) -> Resul
         ntt.forward(gpu, &tiny, log_n)?;
     }
     let mut runs = Vec::with_capacity(2);
+    let mut device_peak_bytes = 0;
     for run in 0..2u64 {
         let seed = 16 * run;
         let evals = Evaluations {
@@ -619,7 +627,11 @@ fn bench_partition(gpu: &Gpu, constraints: usize, rng: &mut ChaCha8Rng) -> Resul
             a: &a_scalars,
             b_g1: &b_scalars,
         };
+        // Device memory beyond the point sets and the NTT's tables, which are allocated by now.
+        let held = gpu.allocated();
+        gpu.reset_peak();
         let (sums, phases) = start_resident(gpu, &mut ntt, sets, evals, scalars)?;
+        device_peak_bytes = gpu.peak_allocated().saturating_sub(held);
         // Keep the results observable so that nothing is optimised away, and sanity-check
         // them.
         if !bool::from(
@@ -638,6 +650,13 @@ fn bench_partition(gpu: &Gpu, constraints: usize, rng: &mut ChaCha8Rng) -> Resul
     }
     let phases = runs.pop().context("no partition run")?;
     let first = runs.pop().context("no first partition run")?;
+    let device_estimate_bytes = start_peak_bytes(domain, [aux, a_points, b_points]);
+    eprintln!(
+        "partition: device memory at the peak besides points and NTT tables: {:.2} GB, \
+         estimated {:.2} GB",
+        device_peak_bytes as f64 / 1e9,
+        device_estimate_bytes as f64 / 1e9
+    );
     Ok(PartitionTiming {
         constraints,
         log_domain: log_n,
@@ -647,6 +666,8 @@ fn bench_partition(gpu: &Gpu, constraints: usize, rng: &mut ChaCha8Rng) -> Resul
         srs_gen_ms,
         phases,
         first,
+        device_peak_bytes,
+        device_estimate_bytes,
     })
 }
 

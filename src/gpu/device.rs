@@ -226,6 +226,8 @@ pub struct Gpu {
     copy: Arc<CudaStream>,
     functions: HashMap<&'static str, CudaFunction>,
     allocated: Arc<AtomicU64>,
+    /// The most `allocated` has been since the last `reset_peak`.
+    peak: AtomicU64,
     staging: Mutex<Option<Staging>>,
 }
 
@@ -342,6 +344,7 @@ impl Gpu {
             copy,
             functions,
             allocated: Arc::new(AtomicU64::new(0)),
+            peak: AtomicU64::new(0),
             staging: Mutex::new(None),
         })
     }
@@ -363,6 +366,16 @@ impl Gpu {
         self.allocated.load(Ordering::Relaxed)
     }
 
+    /// The most device memory c2q has held on this GPU since the last `reset_peak`.
+    pub fn peak_allocated(&self) -> u64 {
+        self.peak.load(Ordering::Relaxed)
+    }
+
+    /// Starts a new peak measurement from what is held now.
+    pub fn reset_peak(&self) {
+        self.peak.store(self.allocated(), Ordering::Relaxed);
+    }
+
     /// (free, total) device memory as the driver sees it.
     pub fn mem_info(&self) -> Result<(usize, usize)> {
         self.bind()?;
@@ -376,7 +389,8 @@ impl Gpu {
         // SAFETY: plain cuMemAlloc; the pointer is owned by the returned DevBuf.
         match unsafe { dres::malloc_sync(bytes) } {
             Ok(ptr) => {
-                self.allocated.fetch_add(bytes as u64, Ordering::Relaxed);
+                let held = self.allocated.fetch_add(bytes as u64, Ordering::Relaxed) + bytes as u64;
+                self.peak.fetch_max(held, Ordering::Relaxed);
                 Ok(DevBuf {
                     ptr,
                     len,

@@ -103,7 +103,11 @@ pub fn scratch_bytes(n: usize) -> usize {
     let buckets = 1usize << (c - 1);
     // index, compacted scalar, digits of every window, two sort buffers, continuation slots.
     let per_scalar = 4 + 4 + FR_LIMBS * 4 + windows * 4 + 2 * 4 + (XYZZ_LIMBS * 4) / 32;
-    n * per_scalar + buckets * (windows * XYZZ_LIMBS * 4 + 32) + (64 << 20)
+    // Every window's buckets and running-sum segments; counts, offsets and fill counters of
+    // two sorts (24 bytes) and the scan's block sums.
+    let per_bucket =
+        windows * XYZZ_LIMBS * 4 + (windows * XYZZ_LIMBS * 4).div_ceil(SEGMENT as usize) + 32;
+    n * per_scalar + buckets * per_bucket + (64 << 20)
 }
 
 /// Σ s_i·P_i for i < n over device-resident points and scalars (Montgomery form).
