@@ -137,6 +137,10 @@ pub struct PipelineConfig {
     pub backend: String,
     /// Which GPUs the CUDA backend proves on; each gets its own proving-start thread.
     pub devices: Vec<usize>,
+    /// Device memory c2q may use on each GPU, in GiB (default: all of it), for a GPU shared
+    /// with other work. Parameters stay on the GPU between proofs only if they fit within it
+    /// beside a proving start; otherwise they are streamed from host memory for every MSM.
+    pub gpu_memory_gib: Option<f64>,
     /// Partitions synthesized at once (synthesis of one partition is single-threaded, and on
     /// a GPU it takes longer than proving start). Each holds a partition's evaluations and
     /// witness (about 16 GiB for a 32 GiB sector), which the memory gate reserves.
@@ -156,7 +160,23 @@ pub struct PipelineConfig {
     pub fault: Option<String>,
 }
 
+/// A GiB figure from the configuration or the command line, in bytes.
+pub fn gib_to_bytes(gib: f64) -> Result<usize> {
+    if !gib.is_finite() || gib <= 0.0 {
+        bail!("a GPU memory limit must be a positive number of GiB, not {gib}");
+    }
+    Ok((gib * (1u64 << 30) as f64) as usize)
+}
+
 impl PipelineConfig {
+    /// `gpu_memory_gib` in bytes.
+    pub fn gpu_memory_limit(&self) -> Result<Option<usize>> {
+        self.gpu_memory_gib
+            .map(gib_to_bytes)
+            .transpose()
+            .context("pipeline.gpu_memory_gib")
+    }
+
     pub fn synthesizers(&self) -> usize {
         self.synthesis_threads.max(1)
     }
@@ -182,6 +202,7 @@ impl Default for PipelineConfig {
         PipelineConfig {
             backend: "auto".into(),
             devices: vec![0],
+            gpu_memory_gib: None,
             synthesis_threads: 2,
             finalizer_threads: 1,
             max_backend_failures: 3,
@@ -311,6 +332,21 @@ pub fn secret(var: &str, file: Option<&Path>) -> Result<Option<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gpu_memory_limits_are_positive_gib() {
+        assert_eq!(gib_to_bytes(1.5).unwrap(), 3 << 29);
+        for bad in [0.0, -2.0, f64::NAN, f64::INFINITY] {
+            assert!(gib_to_bytes(bad).is_err(), "{bad}");
+        }
+        let cfg = PipelineConfig {
+            gpu_memory_gib: Some(0.0),
+            ..PipelineConfig::default()
+        };
+        let err = format!("{:#}", cfg.gpu_memory_limit().unwrap_err());
+        assert!(err.contains("pipeline.gpu_memory_gib"), "{err}");
+        assert_eq!(PipelineConfig::default().gpu_memory_limit().unwrap(), None);
+    }
 
     #[test]
     fn env_overrides_nested_keys_with_typed_values() {

@@ -109,6 +109,9 @@ struct ProveArgs {
     /// its own.
     #[arg(long, value_delimiter = ',', default_value = "0")]
     device: Vec<usize>,
+    /// Device memory c2q may use on each GPU, in GiB (default: all of it).
+    #[arg(long, value_name = "GIB")]
+    gpu_memory_gib: Option<f64>,
     /// Partitions synthesized at once (default: one more than the backends). Each holds a
     /// partition's evaluations and witness in memory (~16 GiB for a 32 GiB sector).
     #[arg(long)]
@@ -197,7 +200,15 @@ fn prove(args: ProveArgs) -> ExitCode {
         Err(e) => return fail(EXIT_BAD_INPUT, &e),
     };
     let job = std::sync::Arc::new(job);
-    let backends = match c2q::gpu::select_backends(args.backend, &args.device) {
+    let limit = match args
+        .gpu_memory_gib
+        .map(c2q::config::gib_to_bytes)
+        .transpose()
+    {
+        Ok(l) => l,
+        Err(e) => return fail(EXIT_BAD_INPUT, &e),
+    };
+    let backends = match c2q::gpu::select_backends(args.backend, &args.device, limit) {
         Ok(b) => b,
         Err(e) => return fail(EXIT_FAILED, &e),
     };

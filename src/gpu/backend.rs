@@ -32,7 +32,12 @@ pub enum BackendChoice {
 /// The proving-start backends for `choice`: one per listed GPU for CUDA, one CPU backend
 /// otherwise. `auto` falls back to the CPU (and says why in the log) when no GPU can be used;
 /// `cuda` without a usable GPU is an error, and so is any listed GPU that cannot be opened.
-pub fn select_backends(choice: BackendChoice, devices: &[usize]) -> Result<Vec<Arc<dyn Backend>>> {
+/// `memory_limit` caps the device memory c2q uses on each GPU (None: all of it).
+pub fn select_backends(
+    choice: BackendChoice,
+    devices: &[usize],
+    memory_limit: Option<usize>,
+) -> Result<Vec<Arc<dyn Backend>>> {
     let open_all = |why: &str| -> Result<Vec<Arc<dyn Backend>>> {
         if devices.is_empty() {
             bail!("no GPU listed (give at least one device number)");
@@ -43,8 +48,9 @@ pub fn select_backends(choice: BackendChoice, devices: &[usize]) -> Result<Vec<A
             if !seen.insert(d) {
                 bail!("GPU {d} is listed twice");
             }
-            let b = CudaBackend::new(d).with_context(|| format!("GPU {d}: {why}"))?;
-            tracing::info!(gpu = %b.gpu.info, "backend: cuda");
+            let b = CudaBackend::with_memory_limit(d, memory_limit)
+                .with_context(|| format!("GPU {d}: {why}"))?;
+            tracing::info!(gpu = %b.gpu.info, memory_limit, "backend: cuda");
             out.push(Arc::new(b));
         }
         Ok(out)
@@ -127,8 +133,14 @@ fn upload_scalars_padded(gpu: &Gpu, lane: Lane, s: &[Fr], len: usize) -> Result<
 
 impl CudaBackend {
     pub fn new(device: usize) -> Result<CudaBackend> {
+        CudaBackend::with_memory_limit(device, None)
+    }
+
+    /// A backend that uses at most `memory_limit` bytes of the GPU (None: all of it).
+    pub fn with_memory_limit(device: usize, memory_limit: Option<usize>) -> Result<CudaBackend> {
         super::limbs::layout_self_check()?;
         let gpu = Gpu::open(device)?;
+        gpu.set_memory_limit(memory_limit);
         Ok(CudaBackend {
             gpu,
             state: Mutex::new(State {
@@ -262,15 +274,22 @@ impl CudaBackend {
             }
             None => {
                 // Streaming: one step at a time, the device memory going to the MSM pieces.
+                // H holds two of a, b, c at a time (a·b is formed before c comes over), so
+                // that a GPU with room for two domains and the twiddles can prove.
                 let Evaluations { a, b, c } = evals;
                 let da = upload_scalars_padded(gpu, Lane::Main, &a, domain)?;
                 drop(a);
+                st.ntt.coset_evaluations(gpu, &da, log_n)?;
                 let db = upload_scalars_padded(gpu, Lane::Main, &b, domain)?;
                 drop(b);
+                st.ntt.coset_evaluations(gpu, &db, log_n)?;
+                st.ntt.coset_multiply(gpu, &da, &db, log_n)?;
+                drop(db);
                 let dc = upload_scalars_padded(gpu, Lane::Main, &c, domain)?;
                 drop(c);
-                st.ntt.h_quotient(gpu, &da, &db, &dc, log_n)?;
-                drop((db, dc));
+                st.ntt.coset_evaluations(gpu, &dc, log_n)?;
+                st.ntt.h_from_coset_product(gpu, &da, &dc, log_n)?;
+                drop(dc);
                 let mut h_scalars = vec![Fr::ZERO; domain - 1];
                 gpu.download(&da, 0, scalars_as_limbs_mut(&mut h_scalars))?;
                 drop(da);

@@ -16,9 +16,11 @@ use super::backend::{
 };
 use super::device::{list_devices, DevBuf, Gpu};
 use super::inputs::{download_scalars, gen_points, gen_scalars, ladder};
-use super::limbs::{affine_as_limbs, scalars_as_limbs, AFFINE_LIMBS, FR_LIMBS};
+use super::limbs::{
+    affine_as_limbs, affine_as_limbs_mut, scalars_as_limbs, AFFINE_LIMBS, FR_LIMBS,
+};
 use super::msm::{msm, msm_streamed};
-use super::ntt::{omega, upload_scalars, Ntt};
+use super::ntt::{omega, twiddle_bytes, upload_scalars, Ntt};
 use crate::groth16::{
     self, ntt as cpu_ntt, Backend, CpuBackend, Density, Evaluations, Srs, Witness,
 };
@@ -77,6 +79,10 @@ pub struct BenchGpuArgs {
     /// Constraints of the partition-shaped run (default: a 32 GiB PoRep partition).
     #[arg(long, default_value_t = 130_278_869)]
     pub partition_constraints: usize,
+    /// Also time the partition-shaped start with its points in host memory, through a backend
+    /// allowed this much device memory (GiB): the streaming path of GPUs too small for them.
+    #[arg(long, value_name = "GIB")]
+    pub streamed_gib: Option<f64>,
     /// Print the results as JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -361,10 +367,30 @@ pub fn gpu_check(args: &GpuCheckArgs) -> Result<bool> {
             got == want,
         );
         // Second call: the parameters are resident now.
-        let again = backend.start(&srs, evals, &witness)?;
+        let again = backend.start(&srs, evals.clone(), &witness)?;
         t.check(
             &format!("proving start again (resident), {constraints} constraints"),
             again == want,
+        );
+        // A memory limit one byte short of what residency needs: the same start proves from
+        // host memory (H two domains at a time, the MSMs in pieces), within the limit.
+        let points = srs.h.len() + srs.l.len() + srs.a.len() + srs.b_g1.len();
+        let lens = [
+            witness.aux.len(),
+            witness.a_query_scalars().len(),
+            witness.b_query_scalars().len(),
+        ];
+        let limit = points * AFFINE_LIMBS * 4
+            + start_peak_bytes(domain, lens)
+            + twiddle_bytes(domain.trailing_zeros())
+            - 1;
+        let limited = CudaBackend::with_memory_limit(args.device, Some(limit))?;
+        let streamed = limited.start(&srs, evals, &witness)?;
+        t.check(
+            &format!(
+                "proving start streamed within a {limit}-byte limit, {constraints} constraints"
+            ),
+            streamed == want && limited.resident_bytes() == 0,
         );
     }
 
@@ -521,12 +547,24 @@ pub fn bench_gpu(args: &BenchGpuArgs) -> Result<()> {
     if !args.no_partition {
         partition = Some(bench_partition(gpu, args.partition_constraints, &mut rng)?);
     }
+    let mut streamed = None;
+    if let Some(gib) = args.streamed_gib {
+        let limit = crate::config::gib_to_bytes(gib)?;
+        streamed = Some(bench_partition_streamed(
+            gpu,
+            args.device,
+            args.partition_constraints,
+            limit,
+            &mut rng,
+        )?);
+    }
 
     if args.json {
         let out = serde_json::json!({
             "device": gpu.info.to_string(),
             "rows": rows,
             "partition": partition,
+            "streamed": streamed,
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
@@ -552,6 +590,9 @@ pub fn bench_gpu(args: &BenchGpuArgs) -> Result<()> {
         }
         if let Some(p) = &partition {
             println!("{}", serde_json::to_string(p)?);
+        }
+        if let Some(s) = &streamed {
+            println!("{}", serde_json::to_string(s)?);
         }
     }
     Ok(())
@@ -668,6 +709,90 @@ fn bench_partition(gpu: &Gpu, constraints: usize, rng: &mut ChaCha8Rng) -> Resul
         first,
         device_peak_bytes,
         device_estimate_bytes,
+    })
+}
+
+/// The partition-shaped start proved from host memory by a backend limited to `limit` bytes
+/// of the GPU.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct StreamedTiming {
+    pub constraints: usize,
+    pub memory_limit_bytes: usize,
+    pub total_ms: f64,
+    pub device_peak_bytes: u64,
+}
+
+/// As `bench_partition`, but with the points in host memory (made on the GPU and brought
+/// back) and a backend allowed `limit` bytes of device memory, so that they do not fit and
+/// every MSM streams them: what a GPU too small for a circuit's points pays per partition.
+fn bench_partition_streamed(
+    gpu: &Gpu,
+    device: usize,
+    constraints: usize,
+    limit: usize,
+    rng: &mut ChaCha8Rng,
+) -> Result<StreamedTiming> {
+    let domain = constraints.next_power_of_two();
+    let aux = constraints;
+    let witness = Witness {
+        input: Vec::new(),
+        aux: porep_host(aux, 24, 2),
+        a_aux_density: Density::from_fn(aux, |i| i % 1000 < 996),
+        b_input_density: Density::full(0),
+        b_aux_density: Density::from_fn(aux, |i| i % 1000 < 255),
+    };
+    let lens = [
+        domain - 1,
+        aux,
+        witness.a_query_scalars().len(),
+        witness.b_query_scalars().len(),
+    ];
+    eprintln!("streamed partition: {constraints} constraints, points to host memory …");
+    let mut host_points = |n: usize| -> Result<Vec<G1Affine>> {
+        let (d, _) = gen_points(gpu, n, rng)?;
+        let mut v = vec![G1Affine::identity(); n];
+        gpu.download(&d, 0, affine_as_limbs_mut(&mut v))?;
+        Ok(v)
+    };
+    let srs = Srs {
+        id: "bench streamed partition".into(),
+        vk: crate::canary::srs()?.vk.clone(),
+        h: host_points(lens[0])?,
+        l: host_points(lens[1])?,
+        a: host_points(lens[2])?,
+        b_g1: host_points(lens[3])?,
+        b_g2: Vec::new(),
+    };
+    let evals = Evaluations {
+        a: porep_host(constraints, 25, 3),
+        b: porep_host(constraints, 26, 3),
+        c: porep_host(constraints, 27, 3),
+    };
+    let backend = CudaBackend::with_memory_limit(device, Some(limit))?;
+    let t = Instant::now();
+    let sums = backend.start(&srs, evals, &witness)?;
+    let total_ms = t.elapsed().as_secs_f64() * 1e3;
+    if backend.resident_bytes() != 0 {
+        bail!("the points stayed resident within {limit} bytes: nothing was streamed");
+    }
+    if !bool::from(
+        (sums.h + sums.l + sums.a + sums.b_g1)
+            .to_affine()
+            .is_on_curve(),
+    ) {
+        bail!("streamed partition run produced a point off the curve");
+    }
+    let device_peak_bytes = backend.gpu().peak_allocated();
+    eprintln!(
+        "streamed partition: {total_ms:.0} ms within {:.2} GB (peak {:.2} GB)",
+        limit as f64 / 1e9,
+        device_peak_bytes as f64 / 1e9
+    );
+    Ok(StreamedTiming {
+        constraints,
+        memory_limit_bytes: limit,
+        total_ms,
+        device_peak_bytes,
     })
 }
 

@@ -37,6 +37,8 @@ const PROGRAMS: &[(&str, &str, &[&str])] = &[
             "gen_powers",
             "scale_powers",
             "h_combine",
+            "h_mul",
+            "h_sub_div",
         ],
     ),
     (
@@ -228,6 +230,8 @@ pub struct Gpu {
     allocated: Arc<AtomicU64>,
     /// The most `allocated` has been since the last `reset_peak`.
     peak: AtomicU64,
+    /// The most device memory c2q may hold on this GPU (0: what the GPU has).
+    limit: AtomicU64,
     staging: Mutex<Option<Staging>>,
 }
 
@@ -345,6 +349,7 @@ impl Gpu {
             functions,
             allocated: Arc::new(AtomicU64::new(0)),
             peak: AtomicU64::new(0),
+            limit: AtomicU64::new(0),
             staging: Mutex::new(None),
         })
     }
@@ -376,20 +381,60 @@ impl Gpu {
         self.peak.store(self.allocated(), Ordering::Relaxed);
     }
 
-    /// (free, total) device memory as the driver sees it.
+    /// Caps the device memory c2q holds on this GPU at `bytes` (None: what the GPU has), for
+    /// a GPU shared with other work: allocations past it fail as if the GPU were full, and
+    /// `mem_info` reports the GPU as that large.
+    pub fn set_memory_limit(&self, bytes: Option<usize>) {
+        self.limit
+            .store(bytes.map_or(0, |b| b.max(1) as u64), Ordering::Relaxed);
+    }
+
+    pub fn memory_limit(&self) -> Option<usize> {
+        match self.limit.load(Ordering::Relaxed) {
+            0 => None,
+            b => Some(b as usize),
+        }
+    }
+
+    /// (free, total) device memory c2q can use: as the driver sees it, within the limit.
     pub fn mem_info(&self) -> Result<(usize, usize)> {
         self.bind()?;
-        dres::mem_get_info().context("cannot query free device memory")
+        let (free, total) = dres::mem_get_info().context("cannot query free device memory")?;
+        Ok(match self.memory_limit() {
+            Some(limit) => {
+                let room = limit.saturating_sub(self.allocated() as usize);
+                (free.min(room), total.min(limit))
+            }
+            None => (free, total),
+        })
     }
 
     /// Allocate `len` elements of `T` (uninitialised).
     pub fn alloc<T: Copy>(&self, len: usize) -> Result<DevBuf<T>> {
         self.bind()?;
         let bytes = len.max(1) * std::mem::size_of::<T>();
+        // Reserve the bytes first, so that threads allocating at once cannot pass the limit
+        // together; given back if the allocation fails.
+        let held = self.allocated.fetch_add(bytes as u64, Ordering::Relaxed) + bytes as u64;
+        if let Some(limit) = self.memory_limit() {
+            if held as usize > limit {
+                self.allocated.fetch_sub(bytes as u64, Ordering::Relaxed);
+                return Err(OutOfDeviceMemory {
+                    device: self.info.ordinal,
+                    requested: bytes,
+                    free: limit.saturating_sub(held as usize - bytes),
+                    total: limit,
+                }
+                .into());
+            }
+        }
         // SAFETY: plain cuMemAlloc; the pointer is owned by the returned DevBuf.
-        match unsafe { dres::malloc_sync(bytes) } {
+        let result = unsafe { dres::malloc_sync(bytes) };
+        if result.is_err() {
+            self.allocated.fetch_sub(bytes as u64, Ordering::Relaxed);
+        }
+        match result {
             Ok(ptr) => {
-                let held = self.allocated.fetch_add(bytes as u64, Ordering::Relaxed) + bytes as u64;
                 self.peak.fetch_max(held, Ordering::Relaxed);
                 Ok(DevBuf {
                     ptr,

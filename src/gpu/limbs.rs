@@ -44,6 +44,12 @@ pub fn affine_as_limbs(p: &[G1Affine]) -> &[u32] {
     unsafe { std::slice::from_raw_parts(p.as_ptr() as *const u32, p.len() * AFFINE_LIMBS) }
 }
 
+/// Affine points as writable limbs, for downloads of points the kernels made.
+pub fn affine_as_limbs_mut(p: &mut [G1Affine]) -> &mut [u32] {
+    // SAFETY: as in `affine_as_limbs`; the kernels only write points on the curve (or zero).
+    unsafe { std::slice::from_raw_parts_mut(p.as_mut_ptr() as *mut u32, p.len() * AFFINE_LIMBS) }
+}
+
 pub fn scalar_from_limbs(l: &[u32]) -> Scalar {
     let mut out = Scalar::ZERO;
     // SAFETY: see `scalars_as_limbs`; writing 8 limbs produced by the kernels (reduced values).

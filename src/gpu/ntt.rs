@@ -311,18 +311,66 @@ impl Ntt {
             check_len(d, log_n)?;
         }
         let n = 1u64 << log_n;
-        // Z(x) = x^n − 1 takes the value g^n − 1 at every point of the coset; its inverse is
-        // kept as a one-entry power table.
-        let z = Fr::MULTIPLICATIVE_GENERATOR.pow_vartime([n]) - Fr::ONE;
-        let zinv = Option::<Fr>::from(z.invert())
-            .ok_or_else(|| anyhow::anyhow!("Z vanishes on the coset"))?;
-        let (dz, _) = self.power_table(gpu, 0, Fr::ONE, zinv)?;
+        let dz = self.z_inverse(gpu, log_n)?;
         gpu.launch(
             "h_combine",
             blocks(n, 256)?,
             256,
             &[&a.ptr(), &b.ptr(), &c.ptr(), &dz, &n],
         )?;
+        self.coefficients_from_coset(gpu, a, log_n)
+    }
+
+    /// a = a·b, elementwise: the coset evaluations of A·B, so that b can be freed before c is
+    /// on the device (H in two domains of memory instead of three). Queued, not waited for.
+    pub fn coset_multiply(
+        &mut self,
+        gpu: &Gpu,
+        a: &DevBuf<u32>,
+        b: &DevBuf<u32>,
+        log_n: u32,
+    ) -> Result<()> {
+        for d in [a, b] {
+            check_len(d, log_n)?;
+        }
+        let n = 1u64 << log_n;
+        gpu.launch("h_mul", blocks(n, 256)?, 256, &[&a.ptr(), &b.ptr(), &n])
+    }
+
+    /// The last step of H after `coset_multiply`: a = (a − c)/Z on the coset, back to
+    /// coefficients in natural order. Queued, not waited for.
+    pub fn h_from_coset_product(
+        &mut self,
+        gpu: &Gpu,
+        ab: &DevBuf<u32>,
+        c: &DevBuf<u32>,
+        log_n: u32,
+    ) -> Result<()> {
+        for d in [ab, c] {
+            check_len(d, log_n)?;
+        }
+        let n = 1u64 << log_n;
+        let dz = self.z_inverse(gpu, log_n)?;
+        gpu.launch(
+            "h_sub_div",
+            blocks(n, 256)?,
+            256,
+            &[&ab.ptr(), &c.ptr(), &dz, &n],
+        )?;
+        self.coefficients_from_coset(gpu, ab, log_n)
+    }
+
+    /// Device address of 1/Z on the coset: Z(x) = x^n − 1 takes the value g^n − 1 at every
+    /// point of it, kept as a one-entry power table.
+    fn z_inverse(&mut self, gpu: &Gpu, log_n: u32) -> Result<u64> {
+        let z = Fr::MULTIPLICATIVE_GENERATOR.pow_vartime([1u64 << log_n]) - Fr::ONE;
+        let zinv = Option::<Fr>::from(z.invert())
+            .ok_or_else(|| anyhow::anyhow!("Z vanishes on the coset"))?;
+        Ok(self.power_table(gpu, 0, Fr::ONE, zinv)?.0)
+    }
+
+    /// Coset evaluations (natural order) → coefficients in natural order, in place.
+    fn coefficients_from_coset(&mut self, gpu: &Gpu, a: &DevBuf<u32>, log_n: u32) -> Result<()> {
         self.transform(gpu, a, log_n, true, true)?;
         self.scale(gpu, a, log_n, gen_inv(), n_inv(log_n), true)?;
         self.bit_reverse(gpu, a, log_n)

@@ -24,6 +24,18 @@ impl Density {
         Density { bits, len }
     }
 
+    /// A density of `len` variables, variable i present when `present(i)`.
+    pub fn from_fn(len: usize, present: impl Fn(usize) -> bool) -> Self {
+        let mut d = Density {
+            bits: vec![0; len.div_ceil(64)],
+            len,
+        };
+        for i in (0..len).filter(|&i| present(i)) {
+            d.set(i);
+        }
+        d
+    }
+
     fn push(&mut self) {
         if self.len.is_multiple_of(64) {
             self.bits.push(0);
@@ -283,5 +295,22 @@ impl ConstraintSystem<Fr> for AssignmentBuilder {
 
     fn get_root(&mut self) -> &mut Self::Root {
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn density_from_a_predicate() {
+        let d = Density::from_fn(130, |i| i % 3 == 0);
+        assert_eq!(d.len(), 130);
+        assert!((0..140).all(|i| d.get(i) == (i < 130 && i % 3 == 0)));
+        let values: Vec<Fr> = (0..130u64).map(Fr::from).collect();
+        let picked = d.select(&values);
+        assert_eq!(picked.len(), 44);
+        assert_eq!(picked[1], Fr::from(3u64));
+        assert_eq!(Density::from_fn(0, |_| true).len(), 0);
     }
 }

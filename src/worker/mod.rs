@@ -101,10 +101,14 @@ pub async fn run_async(cfg: Config) -> Result<()> {
     metrics.gate_budget_bytes.set(budget.jobs as i64);
     let choice = <BackendChoice as clap::ValueEnum>::from_str(&cfg.pipeline.backend, true)
         .map_err(|e| anyhow::anyhow!("pipeline.backend: {e} (auto, cpu or cuda)"))?;
-    let backends: Vec<_> = select_backends(choice, &cfg.pipeline.devices)?
-        .into_iter()
-        .map(|b| fault::wrap_backend(cfg.pipeline.fault.as_deref(), b))
-        .collect();
+    let backends: Vec<_> = select_backends(
+        choice,
+        &cfg.pipeline.devices,
+        cfg.pipeline.gpu_memory_limit()?,
+    )?
+    .into_iter()
+    .map(|b| fault::wrap_backend(cfg.pipeline.fault.as_deref(), b))
+    .collect();
     let backend_name = backends
         .iter()
         .map(|b| b.name())
