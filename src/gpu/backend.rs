@@ -246,11 +246,13 @@ impl CudaBackend {
                 srs.h.len()
             );
         }
-        let a_scalars = witness.a_query_scalars();
-        let b_scalars = witness.b_query_scalars();
         let working = start_peak_bytes(
             domain,
-            [witness.aux.len(), a_scalars.len(), b_scalars.len()],
+            [
+                witness.aux.len(),
+                witness.a_query_len(),
+                witness.b_query_len(),
+            ],
         ) + super::ntt::twiddle_bytes(domain.trailing_zeros());
         let resident = self.ensure_resident(st, srs, working)?;
 
@@ -263,12 +265,7 @@ impl CudaBackend {
                     a: &r.a,
                     b_g1: &r.b_g1,
                 };
-                let scalars = WitnessScalars {
-                    l: &witness.aux,
-                    a: &a_scalars,
-                    b_g1: &b_scalars,
-                };
-                let (sums, phases) = start_resident(gpu, &mut st.ntt, sets, evals, scalars)?;
+                let (sums, phases) = start_resident(gpu, &mut st.ntt, sets, evals, witness)?;
                 tracing::debug!(gpu = %gpu.info, ?phases, "proving start");
                 Ok(sums)
             }
@@ -276,6 +273,8 @@ impl CudaBackend {
                 // Streaming: one step at a time, the device memory going to the MSM pieces.
                 // H holds two of a, b, c at a time (a·b is formed before c comes over), so
                 // that a GPU with room for two domains and the twiddles can prove.
+                let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
+                let t = Instant::now();
                 let Evaluations { a, b, c } = evals;
                 let da = upload_scalars_padded(gpu, Lane::Main, &a, domain)?;
                 drop(a);
@@ -293,12 +292,23 @@ impl CudaBackend {
                 let mut h_scalars = vec![Fr::ZERO; domain - 1];
                 gpu.download(&da, 0, scalars_as_limbs_mut(&mut h_scalars))?;
                 drop(da);
-                Ok(G1Sums {
-                    h: msm_streamed(gpu, &srs.h, &h_scalars)?,
-                    l: msm_streamed(gpu, &srs.l, &witness.aux)?,
-                    a: msm_streamed(gpu, &srs.a, &a_scalars)?,
-                    b_g1: msm_streamed(gpu, &srs.b_g1, &b_scalars)?,
-                })
+                let h_ms = ms(t);
+                let mut msm_ms = [0.0; 4];
+                let mut timed = |k: usize, points: &[G1Affine], scalars: &[Fr]| {
+                    let t = Instant::now();
+                    let sum = msm_streamed(gpu, points, scalars);
+                    msm_ms[k] = ms(t);
+                    sum
+                };
+                let sums = G1Sums {
+                    h: timed(0, &srs.h, &h_scalars)?,
+                    l: timed(1, &srs.l, &witness.aux)?,
+                    a: timed(2, &srs.a, &witness.a_query_scalars())?,
+                    b_g1: timed(3, &srs.b_g1, &witness.b_query_scalars())?,
+                };
+                tracing::info!(gpu = %gpu.info, h_ms, msm_h_ms = msm_ms[0], msm_l_ms = msm_ms[1],
+                    msm_a_ms = msm_ms[2], msm_b_ms = msm_ms[3], "streamed proving start");
+                Ok(sums)
             }
         }
     }
@@ -327,13 +337,6 @@ pub struct PointSets<'a> {
     pub b_g1: &'a DevBuf<u32>,
 }
 
-/// The host scalars of the L, A and B (G1) MSMs.
-pub struct WitnessScalars<'a> {
-    pub l: &'a [Fr],
-    pub a: &'a [Fr],
-    pub b_g1: &'a [Fr],
-}
-
 /// Where the time of one proving start went, on the host clock.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct StartPhases {
@@ -347,8 +350,9 @@ pub struct StartPhases {
     pub h_wait_ms: f64,
     /// The MSM over H's coefficients, with the witness scalars copied meanwhile.
     pub msm_h_ms: f64,
-    /// The witness copy (beside the MSM), then freeing the host memory of a, b and c (also
-    /// beside the MSM), and the wait for both if the MSM finished first.
+    /// The selection of the A and B queries' scalars from the witness and the witness copy
+    /// (beside the MSM), then freeing the host memory of a, b and c (also beside the MSM), and
+    /// the wait for both if the MSM finished first.
     pub witness_copy_ms: f64,
     pub release_abc_ms: f64,
     pub witness_wait_ms: f64,
@@ -359,25 +363,30 @@ pub struct StartPhases {
 }
 
 /// Proving start over resident point sets. Copies overlap arithmetic: a goes first; while the
-/// GPU transforms it, b goes over the copy lane, then c; the witness scalars go over from
-/// another host thread while the GPU computes H's MSM, and that thread then frees the host
-/// memory of a, b and c.
+/// GPU transforms it, b goes over the copy lane, then c; while the GPU computes H's MSM,
+/// another host thread selects the A and B queries' scalars from the witness, copies them and
+/// the aux values over, and then frees the host memory of a, b and c.
 pub fn start_resident(
     gpu: &Gpu,
     ntt: &mut Ntt,
     sets: PointSets,
     evals: Evaluations,
-    scalars: WitnessScalars,
+    witness: &Witness,
 ) -> Result<(G1Sums, StartPhases)> {
     gpu.bind()?;
     let n = evals.constraints();
     let domain = n.max(1).next_power_of_two();
     let log_n = domain.trailing_zeros();
+    let lens = [
+        witness.aux.len(),
+        witness.a_query_len(),
+        witness.b_query_len(),
+    ];
     let pairs = [
         ("H", sets.h, domain - 1),
-        ("L", sets.l, scalars.l.len()),
-        ("A", sets.a, scalars.a.len()),
-        ("B", sets.b_g1, scalars.b_g1.len()),
+        ("L", sets.l, lens[0]),
+        ("A", sets.a, lens[1]),
+        ("B", sets.b_g1, lens[2]),
     ];
     for (name, points, len) in pairs {
         if points.len() != len * AFFINE_LIMBS {
@@ -420,7 +429,11 @@ pub fn start_resident(
             let t = Instant::now();
             gpu.bind()?;
             let up = |s: &[Fr]| upload_scalars_padded(gpu, Lane::Copy, s, s.len());
-            let bufs = [up(scalars.l)?, up(scalars.a)?, up(scalars.b_g1)?];
+            let bufs = [
+                up(&witness.aux)?,
+                up(&witness.a_query_scalars())?,
+                up(&witness.b_query_scalars())?,
+            ];
             let copy_ms = ms(t);
             // The copies are over: a, b and c go back to the system now, while the GPU is busy
             // with the MSM. Freeing gigabytes takes a good part of a second and holds up the
@@ -448,13 +461,13 @@ pub fn start_resident(
     gpu.wait_for(Lane::Main, Lane::Copy)?;
 
     let t = Instant::now();
-    let l = msm(gpu, sets.l, &dl, scalars.l.len())?;
+    let l = msm(gpu, sets.l, &dl, lens[0])?;
     phases.msm_l_ms = ms(t);
     let t = Instant::now();
-    let a = msm(gpu, sets.a, &d_a, scalars.a.len())?;
+    let a = msm(gpu, sets.a, &d_a, lens[1])?;
     phases.msm_a_ms = ms(t);
     let t = Instant::now();
-    let b_g1 = msm(gpu, sets.b_g1, &d_b, scalars.b_g1.len())?;
+    let b_g1 = msm(gpu, sets.b_g1, &d_b, lens[2])?;
     phases.msm_b_ms = ms(t);
     phases.total_ms = ms(total);
     Ok((G1Sums { h, l, a, b_g1 }, phases))

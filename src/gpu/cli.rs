@@ -11,9 +11,7 @@ use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
-use super::backend::{
-    start_peak_bytes, start_resident, CudaBackend, PointSets, StartPhases, WitnessScalars,
-};
+use super::backend::{start_peak_bytes, start_resident, CudaBackend, PointSets, StartPhases};
 use super::device::{list_devices, DevBuf, Gpu};
 use super::inputs::{download_scalars, gen_points, gen_scalars, ladder};
 use super::limbs::{
@@ -377,8 +375,8 @@ pub fn gpu_check(args: &GpuCheckArgs) -> Result<bool> {
         let points = srs.h.len() + srs.l.len() + srs.a.len() + srs.b_g1.len();
         let lens = [
             witness.aux.len(),
-            witness.a_query_scalars().len(),
-            witness.b_query_scalars().len(),
+            witness.a_query_len(),
+            witness.b_query_len(),
         ];
         let limit = points * AFFINE_LIMBS * 4
             + start_peak_bytes(domain, lens)
@@ -629,8 +627,17 @@ fn bench_partition(gpu: &Gpu, constraints: usize, rng: &mut ChaCha8Rng) -> Resul
     let domain = constraints.next_power_of_two();
     let log_n = domain.trailing_zeros();
     let aux = constraints;
-    let a_points = aux * 996 / 1000;
-    let b_points = aux * 255 / 1000;
+    let porep_witness = |seed: u64| Witness {
+        input: Vec::new(),
+        aux: porep_host(aux, seed, 2),
+        a_aux_density: Density::from_fn(aux, |i| i % 1000 < 996),
+        b_input_density: Density::full(0),
+        b_aux_density: Density::from_fn(aux, |i| i % 1000 < 255),
+    };
+    let (a_points, b_points) = {
+        let w = porep_witness(0);
+        (w.a_query_len(), w.b_query_len())
+    };
     eprintln!("partition: {constraints} constraints, domain 2^{log_n}: generating inputs …");
     let t = Instant::now();
     let (h_set, _) = gen_points(gpu, domain - 1, rng)?;
@@ -654,24 +661,17 @@ fn bench_partition(gpu: &Gpu, constraints: usize, rng: &mut ChaCha8Rng) -> Resul
             b: porep_host(constraints, seed + 2, 3),
             c: porep_host(constraints, seed + 3, 3),
         };
-        let w = porep_host(aux, seed + 4, 2);
-        let a_scalars = porep_host(a_points, seed + 5, 2);
-        let b_scalars = porep_host(b_points, seed + 6, 2);
+        let witness = porep_witness(seed + 4);
         let sets = PointSets {
             h: &h_set,
             l: &l_set,
             a: &a_set,
             b_g1: &b_set,
         };
-        let scalars = WitnessScalars {
-            l: &w,
-            a: &a_scalars,
-            b_g1: &b_scalars,
-        };
         // Device memory beyond the point sets and the NTT's tables, which are allocated by now.
         let held = gpu.allocated();
         gpu.reset_peak();
-        let (sums, phases) = start_resident(gpu, &mut ntt, sets, evals, scalars)?;
+        let (sums, phases) = start_resident(gpu, &mut ntt, sets, evals, &witness)?;
         device_peak_bytes = gpu.peak_allocated().saturating_sub(held);
         // Keep the results observable so that nothing is optimised away, and sanity-check
         // them.
@@ -744,8 +744,8 @@ fn bench_partition_streamed(
     let lens = [
         domain - 1,
         aux,
-        witness.a_query_scalars().len(),
-        witness.b_query_scalars().len(),
+        witness.a_query_len(),
+        witness.b_query_len(),
     ];
     eprintln!("streamed partition: {constraints} constraints, points to host memory …");
     let mut host_points = |n: usize| -> Result<Vec<G1Affine>> {
