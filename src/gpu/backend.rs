@@ -18,7 +18,7 @@ use super::limbs::{
 };
 use super::msm::{msm, msm_streamed, scratch_bytes};
 use super::ntt::Ntt;
-use crate::groth16::{Backend, CpuBackend, Evaluations, G1Sums, Srs, Witness};
+use crate::groth16::{Backend, CpuBackend, Density, Evaluations, G1Sums, Srs, Witness};
 
 /// Which backend proves: `auto` takes a usable GPU when there is one.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -118,6 +118,28 @@ fn set_lens(srs: &Srs) -> [usize; 4] {
 fn upload_points(gpu: &Gpu, p: &[G1Affine]) -> Result<DevBuf<u32>> {
     let buf = gpu.alloc::<u32>(p.len() * AFFINE_LIMBS)?;
     gpu.upload(&buf, 0, affine_as_limbs(p))?;
+    Ok(buf)
+}
+
+/// A query's scalars (parts of the witness, each whole or as selected by a density) into a new
+/// device buffer of `len` scalars, over the copy lane, without building them on the host.
+fn upload_query(gpu: &Gpu, parts: &[(&[Fr], Option<&Density>)], len: usize) -> Result<DevBuf<u32>> {
+    let buf = gpu.alloc::<u32>(len * FR_LIMBS)?;
+    let mut at = 0;
+    for (values, density) in parts {
+        at += match density {
+            None => {
+                gpu.upload_in(Lane::Copy, &buf, at * FR_LIMBS, scalars_as_limbs(values))?;
+                values.len()
+            }
+            Some(d) => {
+                gpu.upload_selected(Lane::Copy, &buf, at * FR_LIMBS * 4, values, &|i| d.get(i))?
+            }
+        };
+    }
+    if at != len {
+        bail!("{at} query scalars for a query of {len}");
+    }
     Ok(buf)
 }
 
@@ -428,11 +450,24 @@ pub fn start_resident(
         let copier = scope.spawn(move || -> Result<([DevBuf<u32>; 3], f64, f64)> {
             let t = Instant::now();
             gpu.bind()?;
-            let up = |s: &[Fr]| upload_scalars_padded(gpu, Lane::Copy, s, s.len());
             let bufs = [
-                up(&witness.aux)?,
-                up(&witness.a_query_scalars())?,
-                up(&witness.b_query_scalars())?,
+                upload_scalars_padded(gpu, Lane::Copy, &witness.aux, lens[0])?,
+                upload_query(
+                    gpu,
+                    &[
+                        (&witness.input, None),
+                        (&witness.aux, Some(&witness.a_aux_density)),
+                    ],
+                    lens[1],
+                )?,
+                upload_query(
+                    gpu,
+                    &[
+                        (&witness.input, Some(&witness.b_input_density)),
+                        (&witness.aux, Some(&witness.b_aux_density)),
+                    ],
+                    lens[2],
+                )?,
             ];
             let copy_ms = ms(t);
             // The copies are over: a, b and c go back to the system now, while the GPU is busy

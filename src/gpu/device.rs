@@ -592,6 +592,101 @@ impl Gpu {
         self.sync_lane(lane)
     }
 
+    /// Uploads, in order, the elements `values[i]` for which `present(i)` holds into `buf`
+    /// from byte `offset` on, over `lane`; returns how many, once the copy is done. The
+    /// selection is made while filling the pinned staging buffers (each piece counted, then
+    /// gathered to its place by all cores), so that no host copy of the selected values is
+    /// made: for a 32 GiB partition's A query that copy, 4 GB of fresh memory, took seconds.
+    pub fn upload_selected<T: Copy + Send + Sync, B: Copy>(
+        &self,
+        lane: Lane,
+        buf: &DevBuf<B>,
+        offset: usize,
+        values: &[T],
+        present: &(dyn Fn(usize) -> bool + Sync),
+    ) -> Result<usize> {
+        use rayon::prelude::*;
+        const SUB: usize = 1 << 14;
+        let size = std::mem::size_of::<T>();
+        let per_piece = (STAGING_BYTES / size).max(1);
+        self.bind()?;
+        let stream = self.lane(lane);
+        let mut guard = self
+            .staging
+            .lock()
+            .map_err(|_| anyhow!("staging buffers poisoned"))?;
+        if guard.is_none() {
+            *guard = Some(Staging::new()?);
+        }
+        let st = guard
+            .as_ref()
+            .ok_or_else(|| anyhow!("staging buffers missing"))?;
+        let mut at = offset;
+        for (i, piece) in values.chunks(per_piece).enumerate() {
+            let first = i * per_piece;
+            let counts: Vec<usize> = piece
+                .par_chunks(SUB)
+                .enumerate()
+                .map(|(s, sub)| {
+                    let base = first + s * SUB;
+                    (base..base + sub.len()).filter(|&j| present(j)).count()
+                })
+                .collect();
+            let count: usize = counts.iter().sum();
+            if count == 0 {
+                continue;
+            }
+            let bytes = count * size;
+            if at + bytes > buf.bytes {
+                bail!(
+                    "selected values overrun a buffer of {} bytes at byte {at}",
+                    buf.bytes
+                );
+            }
+            let k = i % 2;
+            // SAFETY: the event was recorded after the last DMA out of buffer k (or never).
+            unsafe { dres::event::synchronize(st.events[k]) }
+                .context("waiting for a staging copy failed")?;
+            // SAFETY: buffer k holds STAGING_BYTES ≥ count · size bytes, is page-aligned (so
+            // aligned for T) and no DMA reads it now.
+            let stage = unsafe { std::slice::from_raw_parts_mut(st.bufs[k] as *mut T, count) };
+            let mut rest = stage;
+            let mut places = Vec::with_capacity(counts.len());
+            for &n in &counts {
+                let (place, tail) = rest.split_at_mut(n);
+                places.push(place);
+                rest = tail;
+            }
+            places
+                .into_par_iter()
+                .zip(piece.par_chunks(SUB))
+                .enumerate()
+                .for_each(|(s, (place, sub))| {
+                    let base = first + s * SUB;
+                    let chosen = sub
+                        .iter()
+                        .enumerate()
+                        .filter(|(j, _)| present(base + j))
+                        .map(|(_, v)| *v);
+                    for (slot, v) in place.iter_mut().zip(chosen) {
+                        *slot = v;
+                    }
+                });
+            // SAFETY: the first `bytes` bytes of buffer k were just written (pinned memory);
+            // the destination range was checked above; the event marks when k may be reused.
+            unsafe {
+                let src = std::slice::from_raw_parts(st.bufs[k] as *const u8, bytes);
+                dres::memcpy_htod_async(buf.ptr + at as u64, src, stream.cu_stream())
+                    .context("host-to-device copy failed")?;
+                dres::event::record(st.events[k], stream.cu_stream())
+                    .context("cannot record a staging event")?;
+            }
+            at += bytes;
+        }
+        self.sync_lane(lane)?;
+        Ok((at - offset) / size)
+    }
+
     /// Copy `dst.len()` elements from `buf` at element `offset` to the host.
     pub fn download<T: Copy>(&self, buf: &DevBuf<T>, offset: usize, dst: &mut [T]) -> Result<()> {
         if offset + dst.len() > buf.len {
