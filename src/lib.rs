@@ -10,6 +10,7 @@ pub mod groth16;
 pub mod job;
 pub mod porep;
 pub mod prove;
+pub mod select;
 
 pub mod broker;
 pub mod cli_queue;

@@ -627,16 +627,15 @@ fn bench_partition(gpu: &Gpu, constraints: usize, rng: &mut ChaCha8Rng) -> Resul
     let domain = constraints.next_power_of_two();
     let log_n = domain.trailing_zeros();
     let aux = constraints;
+    let a_density = Density::from_fn(aux, |i| i % 1000 < 996);
+    let b_density = Density::from_fn(aux, |i| i % 1000 < 255);
+    let (a_points, b_points) = (a_density.count(), b_density.count());
     let porep_witness = |seed: u64| Witness {
         input: Vec::new(),
         aux: porep_host(aux, seed, 2),
-        a_aux_density: Density::from_fn(aux, |i| i % 1000 < 996),
+        a_aux_density: a_density.clone(),
         b_input_density: Density::full(0),
-        b_aux_density: Density::from_fn(aux, |i| i % 1000 < 255),
-    };
-    let (a_points, b_points) = {
-        let w = porep_witness(0);
-        (w.a_query_len(), w.b_query_len())
+        b_aux_density: b_density.clone(),
     };
     eprintln!("partition: {constraints} constraints, domain 2^{log_n}: generating inputs …");
     let t = Instant::now();

@@ -553,11 +553,8 @@ impl Gpu {
         self.sync_lane(lane)
     }
 
-    /// Large upload through the two pinned buffers, the host copy of one piece overlapping
-    /// the DMA of the previous one.
-    fn upload_staged(&self, lane: Lane, dst: u64, bytes: &[u8]) -> Result<()> {
-        let stream = self.lane(lane);
-        use rayon::prelude::*;
+    /// The pinned staging buffers, made on first use, held for one upload at a time.
+    fn staging(&self) -> Result<std::sync::MutexGuard<'_, Option<Staging>>> {
         let mut guard = self
             .staging
             .lock()
@@ -565,6 +562,15 @@ impl Gpu {
         if guard.is_none() {
             *guard = Some(Staging::new()?);
         }
+        Ok(guard)
+    }
+
+    /// Large upload through the two pinned buffers, the host copy of one piece overlapping
+    /// the DMA of the previous one.
+    fn upload_staged(&self, lane: Lane, dst: u64, bytes: &[u8]) -> Result<()> {
+        let stream = self.lane(lane);
+        use rayon::prelude::*;
+        let guard = self.staging()?;
         let st = guard
             .as_ref()
             .ok_or_else(|| anyhow!("staging buffers missing"))?;
@@ -605,33 +611,18 @@ impl Gpu {
         values: &[T],
         present: &(dyn Fn(usize) -> bool + Sync),
     ) -> Result<usize> {
-        use rayon::prelude::*;
-        const SUB: usize = 1 << 14;
         let size = std::mem::size_of::<T>();
         let per_piece = (STAGING_BYTES / size).max(1);
         self.bind()?;
         let stream = self.lane(lane);
-        let mut guard = self
-            .staging
-            .lock()
-            .map_err(|_| anyhow!("staging buffers poisoned"))?;
-        if guard.is_none() {
-            *guard = Some(Staging::new()?);
-        }
+        let guard = self.staging()?;
         let st = guard
             .as_ref()
             .ok_or_else(|| anyhow!("staging buffers missing"))?;
         let mut at = offset;
         for (i, piece) in values.chunks(per_piece).enumerate() {
             let first = i * per_piece;
-            let counts: Vec<usize> = piece
-                .par_chunks(SUB)
-                .enumerate()
-                .map(|(s, sub)| {
-                    let base = first + s * SUB;
-                    (base..base + sub.len()).filter(|&j| present(j)).count()
-                })
-                .collect();
+            let counts = crate::select::count(piece, first, present);
             let count: usize = counts.iter().sum();
             if count == 0 {
                 continue;
@@ -650,28 +641,7 @@ impl Gpu {
             // SAFETY: buffer k holds STAGING_BYTES ≥ count · size bytes, is page-aligned (so
             // aligned for T) and no DMA reads it now.
             let stage = unsafe { std::slice::from_raw_parts_mut(st.bufs[k] as *mut T, count) };
-            let mut rest = stage;
-            let mut places = Vec::with_capacity(counts.len());
-            for &n in &counts {
-                let (place, tail) = rest.split_at_mut(n);
-                places.push(place);
-                rest = tail;
-            }
-            places
-                .into_par_iter()
-                .zip(piece.par_chunks(SUB))
-                .enumerate()
-                .for_each(|(s, (place, sub))| {
-                    let base = first + s * SUB;
-                    let chosen = sub
-                        .iter()
-                        .enumerate()
-                        .filter(|(j, _)| present(base + j))
-                        .map(|(_, v)| *v);
-                    for (slot, v) in place.iter_mut().zip(chosen) {
-                        *slot = v;
-                    }
-                });
+            crate::select::gather(piece, first, present, &counts, stage);
             // SAFETY: the first `bytes` bytes of buffer k were just written (pinned memory);
             // the destination range was checked above; the event marks when k may be reused.
             unsafe {

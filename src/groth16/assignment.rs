@@ -70,43 +70,14 @@ impl Density {
     /// filter-and-collect took seconds, growing its vector by doubling).
     pub fn select(&self, values: &[Fr]) -> Vec<Fr> {
         use rayon::prelude::*;
-        const PIECE: usize = 1 << 16;
-        let counts: Vec<usize> = values
-            .par_chunks(PIECE)
-            .enumerate()
-            .map(|(p, piece)| {
-                let first = p * PIECE;
-                (first..first + piece.len())
-                    .filter(|&i| self.get(i))
-                    .count()
-            })
-            .collect();
+        let present = |i: usize| self.get(i);
+        let counts = crate::select::count(values, 0, &present);
         let mut out = Vec::new();
         (0..counts.iter().sum::<usize>())
             .into_par_iter()
             .map(|_| Fr::ZERO)
             .collect_into_vec(&mut out);
-        let mut rest = out.as_mut_slice();
-        let mut places = Vec::with_capacity(counts.len());
-        for &n in &counts {
-            let (place, tail) = rest.split_at_mut(n);
-            places.push(place);
-            rest = tail;
-        }
-        places
-            .into_par_iter()
-            .zip(values.par_chunks(PIECE))
-            .enumerate()
-            .for_each(|(p, (place, piece))| {
-                let first = p * PIECE;
-                let present = piece
-                    .iter()
-                    .enumerate()
-                    .filter(|(j, _)| self.get(first + j));
-                for (slot, (_, v)) in place.iter_mut().zip(present) {
-                    *slot = *v;
-                }
-            });
+        crate::select::gather(values, 0, &present, &counts, &mut out);
         out
     }
 }
