@@ -14,7 +14,7 @@ use blstrs::Scalar as Fr;
 use ff::{Field, PrimeFieldBits};
 use rand::SeedableRng;
 
-use crate::groth16::{self, setup, Assignment, Proof, Srs};
+use crate::groth16::{setup, CompactWitness, Proof, R1cs, Srs, WitnessBuilder};
 use crate::job::ProofJob;
 
 /// Squarings in the chain.
@@ -140,12 +140,26 @@ impl ProofJob for CanaryJob {
         srs()
     }
 
-    fn synthesize(&self, partition: usize) -> Result<Assignment> {
+    fn r1cs(&self) -> Result<Arc<R1cs>> {
+        static R1CS: OnceLock<Arc<R1cs>> = OnceLock::new();
+        if let Some(r1cs) = R1CS.get() {
+            return Ok(r1cs.clone());
+        }
+        let r1cs = R1cs::record("canary", CanaryCircuit { x: None })?;
+        Ok(R1CS.get_or_init(|| Arc::new(r1cs)).clone())
+    }
+
+    fn witness(&self, partition: usize) -> Result<CompactWitness> {
         let x = *self
             .secrets
             .get(partition)
             .ok_or_else(|| anyhow!("canary partition {partition} does not exist"))?;
-        Ok(groth16::synthesize(CanaryCircuit { x: Some(x) })?)
+        let mut cs = WitnessBuilder::new();
+        cs.alloc_input(|| "one", || Ok(Fr::ONE))?;
+        CanaryCircuit { x: Some(x) }.synthesize(&mut cs)?;
+        let mut witness = CompactWitness::default();
+        witness.push(&cs.input, &cs.aux);
+        Ok(witness)
     }
 
     fn verify(&self, proofs: &[Proof]) -> Result<()> {

@@ -141,9 +141,10 @@ pub struct PipelineConfig {
     /// with other work. Parameters stay on the GPU between proofs only if they fit within it
     /// beside a proving start; otherwise they are streamed from host memory for every MSM.
     pub gpu_memory_gib: Option<f64>,
-    /// Partitions synthesized at once (synthesis of one partition is single-threaded, and on
-    /// a GPU it takes longer than proving start). Each holds a partition's evaluations and
-    /// witness (about 16 GiB for a 32 GiB sector), which the memory gate reserves.
+    /// Partitions whose witnesses are computed at once. Each partition's witness is itself
+    /// computed on several threads (one per challenge, on the shared thread pool) and waits in
+    /// compact form (~0.4 bytes per variable, ~100 MB for a 32 GiB sector), so two keep the
+    /// pool busy between partitions.
     pub synthesis_threads: usize,
     /// Threads running the G2 finalizer, so it keeps up with the backend.
     pub finalizer_threads: usize,
@@ -181,10 +182,12 @@ impl PipelineConfig {
         self.synthesis_threads.max(1)
     }
 
-    /// Partitions of one job the pipeline keeps alive at once: those being synthesized, and
-    /// per GPU one waiting and one in proving start (what the memory gate reserves for).
+    /// Full-size partitions (evaluations and witness) of one job the pipeline keeps alive at
+    /// once, what the memory gate reserves for: per GPU one in the products stage and one in
+    /// proving start, and one more for the witnesses waiting for the G2 finalizer. Witnesses
+    /// in synthesis are compact and covered by the estimate's margin.
     pub fn partitions_in_flight(&self) -> u64 {
-        (self.synthesizers() + 2 * self.devices.len().max(1)) as u64
+        (2 * self.devices.len().max(1) + 1) as u64
     }
 
     /// Whether a worker with a broken backend exits (after handing its jobs back).

@@ -1,13 +1,13 @@
 //! What every provable job looks like to the pipeline: a number of partitions (one circuit
-//! each) that share one SRS, synthesized one at a time, proved by `groth16`, and verified
-//! together before anything is published. PoRep C2 (`porep`) and the built-in `canary`
-//! implement it.
+//! each) that share one SRS and one recorded constraint system, whose witnesses are computed
+//! one partition at a time, proved by `groth16`, and verified together before anything is
+//! published. PoRep C2 (`porep`) and the built-in `canary` implement it.
 
 use std::sync::Arc;
 
 use anyhow::Result;
 
-use crate::groth16::{Assignment, Proof, Srs};
+use crate::groth16::{Assignment, CompactWitness, Proof, R1cs, Srs};
 
 pub trait ProofJob: Send + Sync {
     /// How many circuits (partitions) this job proves.
@@ -16,8 +16,17 @@ pub trait ProofJob: Send + Sync {
     /// The SRS shared by all partitions (loaded once per process and cached).
     fn srs(&self) -> Result<Arc<Srs>>;
 
-    /// Synthesis of one partition: CPU-bound, seconds to minutes for real sectors.
-    fn synthesize(&self, partition: usize) -> Result<Assignment>;
+    /// The constraints every partition shares, recorded once per circuit shape (minutes for
+    /// a 32 GiB sector the first time, then read from disk).
+    fn r1cs(&self) -> Result<Arc<R1cs>>;
+
+    /// The witness of one partition, compact: CPU-bound, the bulk of a real sector's CPU work.
+    fn witness(&self, partition: usize) -> Result<CompactWitness>;
+
+    /// One partition's full assignment: its witness and the A, B, C evaluations.
+    fn synthesize(&self, partition: usize) -> Result<Assignment> {
+        self.r1cs()?.assignment(&self.witness(partition)?)
+    }
 
     /// Verify the proofs of all partitions, in order, against this job's public inputs.
     fn verify(&self, proofs: &[Proof]) -> Result<()>;

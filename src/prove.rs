@@ -19,6 +19,7 @@ use crate::pipeline::{self, Pipeline, Submission};
 pub struct StageTimings {
     pub params_s: f64,
     pub synthesis_s: f64,
+    pub products_s: f64,
     pub start_s: f64,
     pub finish_s: f64,
     pub verify_s: f64,
@@ -62,6 +63,7 @@ fn stage_timings(proved: &pipeline::Proved, total_s: f64) -> StageTimings {
             .unwrap_or(0) as f64
             / 1e3,
         synthesis_s: ms(&|t| t.synth_end_ms.saturating_sub(t.synth_start_ms)),
+        products_s: ms(&|t| t.products_end_ms.saturating_sub(t.products_start_ms)),
         start_s: ms(&|t| t.start_end_ms.saturating_sub(t.start_start_ms)),
         finish_s: ms(&|t| t.finish_end_ms.saturating_sub(t.finish_start_ms)),
         verify_s: proved.verify_ms as f64 / 1e3,
@@ -87,9 +89,9 @@ pub fn prove_job(
             names.join(", ")
         );
     }
-    // Synthesis is single-threaded per partition and slower than a GPU's proving start: one
-    // synthesis thread more than there are backends keeps them fed without holding many
-    // partitions in memory. One G2 finalizer per backend keeps finalizing off the critical path.
+    // A partition's witness is computed on several threads (one per challenge) and waits
+    // compact, so a few partitions in synthesis keep the backends fed. One G2 finalizer per
+    // backend keeps finalizing off the critical path.
     let synthesizers = synthesis_threads
         .unwrap_or(backends.len() + 1)
         .clamp(1, n.max(1));

@@ -1,12 +1,14 @@
 //! Memory estimates per job kind and sector size.
 //!
-//! A partition in flight holds its witness and its a/b/c evaluations (32 bytes per constraint
-//! each) until proving start consumes them; the finalizer then holds only the witness. The
-//! pipeline keeps a bounded number of partitions alive (`PipelineConfig::partitions_in_flight`:
-//! those being synthesized, one waiting per GPU, one in proving start per GPU, with the
-//! finalizer's witnesses counted in the margin), so a job's reservation is the SRS (until it is
-//! resident) plus that many partitions, shrinking once fewer than that remain. The numbers are deliberately generous: an overshoot
-//! costs throughput, an undershoot costs the machine.
+//! A partition's witness is computed and waits in compact form (bitmaps and the few values
+//! that are neither zero nor one); its full-size evaluations and witness (32 bytes per
+//! constraint and per variable) exist from the products stage until proving start consumes
+//! them, and the finalizer then holds only the witness. The pipeline keeps a bounded number of
+//! full-size partitions alive (`PipelineConfig::partitions_in_flight`: per GPU one in the
+//! products stage and one in proving start, plus one for the finalizer's witnesses), so a
+//! job's reservation is the SRS (until it is resident) plus that many partitions, shrinking
+//! once fewer than that remain. The numbers are deliberately generous: an overshoot costs
+//! throughput, an undershoot costs the machine.
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;

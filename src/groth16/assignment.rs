@@ -36,6 +36,25 @@ impl Density {
         d
     }
 
+    /// A density of `len` variables, none of them present yet.
+    pub(crate) fn zeros(len: usize) -> Self {
+        Density {
+            bits: vec![0; len.div_ceil(64)],
+            len,
+        }
+    }
+
+    /// Mark variable `i` present; an error when it is beyond the density's length.
+    pub(crate) fn set_checked(&mut self, i: usize) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            i < self.len,
+            "variable {i} is beyond the {} variables",
+            self.len
+        );
+        self.set(i);
+        Ok(())
+    }
+
     fn push(&mut self) {
         if self.len.is_multiple_of(64) {
             self.bits.push(0);

@@ -10,13 +10,17 @@ pub mod curve;
 pub mod msm;
 pub mod ntt;
 pub mod prover;
+pub mod r1cs;
 pub mod setup;
 pub mod srs;
+pub mod witness;
 
 pub use assignment::{synthesize, Assignment, Density, Evaluations, Witness};
 pub use cpu::CpuBackend;
 pub use prover::{finish, prove, Backend, G1Sums};
+pub use r1cs::{R1cs, R1csCache};
 pub use srs::{Srs, SrsCache};
+pub use witness::{CompactWitness, WitnessBuilder};
 
 /// Proofs as bellperson writes them: 192 bytes (compressed A, B, C).
 pub type Proof = bellperson::groth16::Proof<blstrs::Bls12>;

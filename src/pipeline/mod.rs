@@ -1,14 +1,17 @@
-//! The in-process proving pipeline: intake (parameters) → synthesis → proving start (the
-//! backend) → G2 finalizer → assembly and verification, each stage on its own OS threads,
-//! joined by bounded channels.
+//! The in-process proving pipeline: intake (parameters and recorded constraints) → synthesis
+//! (the witness) → products (A, B, C evaluations) → proving start (the backend) → G2
+//! finalizer → assembly and verification, each stage on its own OS threads, joined by bounded
+//! channels.
 //!
-//! While partition `p` is in proving start, `p + 1` is being synthesized and `p − 1` finalized,
-//! across partitions and across jobs. Synthesis of one partition is single-threaded and slower
-//! than proving start on a GPU, so several synthesis threads take partitions in turn; with
-//! several GPUs, each runs its own proving-start thread over the same queue of synthesized
-//! partitions. The bounded hand-offs are the back-pressure that keeps a known number of
-//! partitions' evaluations alive (`PipelineConfig::partitions_in_flight`). None of this
-//! runs on the async runtime: the broker's heartbeats, confirms and acks never wait for a proof.
+//! While partition `p` is in proving start, `p + 1` is having its products evaluated, later
+//! ones their witnesses computed, and `p − 1` is being finalized, across partitions and across
+//! jobs. A partition's witness is computed on several threads (one per challenge for PoRep)
+//! and waits compact (bitmaps of zeros and ones and the few other values, ~0.4 bytes per
+//! variable); its full-size evaluations exist only from the products stage to the end of
+//! proving start. With several GPUs, each runs its own products and proving-start threads
+//! over the same queues. The bounded hand-offs are the back-pressure that keeps a known number
+//! of partitions alive (`PipelineConfig::partitions_in_flight`). None of this runs on the
+//! async runtime: the broker's heartbeats, confirms and acks never wait for a proof.
 
 mod stages;
 
@@ -95,8 +98,12 @@ impl Pipeline {
         // Partitions to synthesize: none wait beyond the ones being synthesized, so that the
         // next job's partitions queue behind this job's without holding memory.
         let (to_synth, synth_rx) = bounded(0);
-        // One synthesized partition per backend waits for it; this is what bounds a/b/c memory.
-        let (to_start, start_rx) = bounded(backends.len());
+        // Compact witnesses are small: one per synthesis thread may wait for the products.
+        let (to_products, products_rx) = bounded(synthesizers.max(1));
+        // A products thread hands its evaluated partition straight to a proving-start thread:
+        // per backend one partition's evaluations being made (or ready) and one being proved.
+        // This is what bounds a/b/c memory (`PipelineConfig::partitions_in_flight`).
+        let (to_start, start_rx) = bounded(0);
         // Witnesses waiting for the finalizer are smaller; let the backend run ahead a little.
         let (to_finish, finish_rx) = bounded(2);
         let (to_assemble, assemble_rx) = unbounded();
@@ -113,10 +120,20 @@ impl Pipeline {
             Box::new(move || stages::intake(jobs, to_synth)),
         )?);
         for i in 0..synthesizers.max(1) {
-            let (rx, tx, to_assemble) = (synth_rx.clone(), to_start.clone(), to_assemble.clone());
+            let (rx, tx, to_assemble) =
+                (synth_rx.clone(), to_products.clone(), to_assemble.clone());
             threads.push(spawn(
                 &format!("c2q-synth-{i}"),
                 Box::new(move || stages::synthesis(rx, tx, to_assemble)),
+            )?);
+        }
+        drop(to_products);
+        for i in 0..backends.len() {
+            let (rx, tx, to_assemble) =
+                (products_rx.clone(), to_start.clone(), to_assemble.clone());
+            threads.push(spawn(
+                &format!("c2q-products-{i}"),
+                Box::new(move || stages::products(rx, tx, to_assemble)),
             )?);
         }
         drop(to_start);

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{anyhow, bail, ensure, Context, Result};
+use bellperson::{Circuit, ConstraintSystem};
 use blstrs::Scalar as Fr;
+use ff::Field;
 use filecoin_hashers::{Domain, Hasher};
 use filecoin_proofs::{
     as_safe_commitment, parameters::setup_params, DefaultPieceDomain, DefaultPieceHasher,
@@ -14,6 +16,7 @@ use filecoin_proofs::{
 };
 use filecoin_proofs_api::seal::{SealCommitPhase1Output, VanillaSealProof};
 use filecoin_proofs_api::RegisteredSealProof;
+use rayon::prelude::*;
 use storage_proofs_core::compound_proof::{self, CompoundProof};
 use storage_proofs_core::parameter_cache::CacheableParameters;
 use storage_proofs_core::proof::ProofScheme;
@@ -21,15 +24,27 @@ use storage_proofs_porep::stacked::{self, StackedCompound, StackedDrg};
 
 use super::input::{proof_name, C1Input};
 use super::params;
-use crate::groth16::{self, Assignment, Proof, Srs, SrsCache};
+
+/// The namespace storage-proofs' stacked circuit puts each challenge under (`challenge_{i}`).
+const CHALLENGE_NAMESPACE: &str = "challenge_";
+use crate::groth16::witness::CompactValues;
+use crate::groth16::{CompactWitness, Proof, R1cs, R1csCache, Srs, SrsCache, WitnessBuilder};
 use crate::job::ProofJob;
 
 /// The per-sector-shape part of a job, behind a trait object so that one `PorepJob` type
 /// serves every sector size.
 trait Partitions: Send + Sync {
     fn count(&self) -> usize;
-    fn synthesize(&self, k: usize) -> Result<Assignment>;
+    /// The constraints of this shape's circuit, recorded from its blank circuit (the shape
+    /// comes from the public parameters alone, never from the input).
+    fn record(&self, circuit_id: &str) -> Result<R1cs>;
+    fn witness(&self, k: usize) -> Result<CompactWitness>;
     fn public_inputs(&self, k: usize) -> Result<Vec<Fr>>;
+
+    /// Partition `k` synthesized in one piece with every linear combination evaluated: what
+    /// the recorded constraints and the per-challenge witness must reproduce.
+    #[cfg(test)]
+    fn sequential_assignment(&self, k: usize) -> Result<crate::groth16::Assignment>;
 
     /// bellperson's own proof of partition `k`: the reference c2q is compared with.
     #[cfg(test)]
@@ -52,25 +67,64 @@ impl<Tree: 'static + MerkleTreeTrait> Partitions for TreePartitions<Tree> {
         self.proofs.len()
     }
 
-    fn synthesize(&self, k: usize) -> Result<Assignment> {
-        let proof = self
+    fn record(&self, circuit_id: &str) -> Result<R1cs> {
+        let blank = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<
+            StackedDrg<'_, Tree, DefaultPieceHasher>,
+            _,
+        >>::blank_circuit(&self.vanilla_params);
+        R1cs::record(circuit_id, blank)
+    }
+
+    /// The challenges of a partition are independent after a short shared preamble (the
+    /// replica id's bits, the commitments), so each is synthesized on its own thread as a
+    /// circuit of that one challenge: the first keeps the preamble, the others drop theirs.
+    /// Concatenated in challenge order, the pieces are the sequential witness, variable for
+    /// variable.
+    fn witness(&self, k: usize) -> Result<CompactWitness> {
+        let proofs = self
             .proofs
             .get(k)
             .ok_or_else(|| anyhow!("partition {k} does not exist"))?;
         // storage-proofs asserts on malformed vanilla proofs; a bad C1 must be an error, not a
         // crashed worker.
         let built = catch_unwind(AssertUnwindSafe(|| {
-            let circuit = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<
-                StackedDrg<'_, Tree, DefaultPieceHasher>,
-                _,
-            >>::circuit(
-                &self.public_inputs,
-                Default::default(),
-                proof,
-                &self.vanilla_params,
-                Some(k),
-            )?;
-            groth16::synthesize(circuit).map_err(anyhow::Error::from)
+            let pieces: Vec<Result<_>> = (0..proofs.len())
+                .into_par_iter()
+                .map(|i| {
+                    let one = vec![proofs[i].clone()];
+                    let circuit = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<
+                        StackedDrg<'_, Tree, DefaultPieceHasher>,
+                        _,
+                    >>::circuit(
+                        &self.public_inputs,
+                        Default::default(),
+                        &one,
+                        &self.vanilla_params,
+                        Some(k),
+                    )?;
+                    let mut cs = if i == 0 {
+                        let mut cs = WitnessBuilder::new();
+                        cs.alloc_input(|| "one", || Ok(Fr::ONE))?;
+                        cs
+                    } else {
+                        WitnessBuilder::skipping_before(CHALLENGE_NAMESPACE)
+                    };
+                    circuit.synthesize(&mut cs)?;
+                    ensure!(
+                        cs.reached(),
+                        "the circuit has no `{CHALLENGE_NAMESPACE}…` namespace: this storage-proofs \
+                         version synthesizes differently"
+                    );
+                    Ok((CompactValues::new(&cs.input), CompactValues::new(&cs.aux)))
+                })
+                .collect();
+            let mut witness = CompactWitness::default();
+            for piece in pieces {
+                let (input, aux) = piece?;
+                witness.input.push(input);
+                witness.aux.push(aux);
+            }
+            Ok::<_, anyhow::Error>(witness)
         }));
         match built {
             Ok(result) => result.with_context(|| format!("synthesis of partition {k} failed")),
@@ -83,6 +137,21 @@ impl<Tree: 'static + MerkleTreeTrait> Partitions for TreePartitions<Tree> {
             StackedDrg<'_, Tree, DefaultPieceHasher>,
             _,
         >>::generate_public_inputs(&self.public_inputs, &self.vanilla_params, Some(k))
+    }
+
+    #[cfg(test)]
+    fn sequential_assignment(&self, k: usize) -> Result<crate::groth16::Assignment> {
+        let circuit = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<
+            StackedDrg<'_, Tree, DefaultPieceHasher>,
+            _,
+        >>::circuit(
+            &self.public_inputs,
+            Default::default(),
+            &self.proofs[k],
+            &self.vanilla_params,
+            Some(k),
+        )?;
+        Ok(crate::groth16::synthesize(circuit)?)
     }
 
     #[cfg(test)]
@@ -118,6 +187,8 @@ pub struct PorepJob {
     pub sector_number: u64,
     /// The `.params` file this job's circuits need.
     pub params_path: PathBuf,
+    /// The circuit's id (the parameter file's stem): what its recorded constraints are for.
+    circuit_id: String,
     partitions: Box<dyn Partitions>,
 }
 
@@ -164,6 +235,7 @@ impl PorepJob {
             miner_id,
             sector_number,
             params_path: params::params_path(&cache_id),
+            circuit_id: cache_id,
             partitions,
         })
     }
@@ -192,8 +264,15 @@ impl ProofJob for PorepJob {
         SrsCache::global().get(&self.params_path)
     }
 
-    fn synthesize(&self, partition: usize) -> Result<Assignment> {
-        self.partitions.synthesize(partition)
+    fn r1cs(&self) -> Result<Arc<R1cs>> {
+        let file = self.params_path.with_extension("c2q-r1cs");
+        R1csCache::global().get(&self.circuit_id, Some(&file), || {
+            self.partitions.record(&self.circuit_id)
+        })
+    }
+
+    fn witness(&self, partition: usize) -> Result<CompactWitness> {
+        self.partitions.witness(partition)
     }
 
     fn verify(&self, proofs: &[Proof]) -> Result<()> {
@@ -342,7 +421,7 @@ fn vanilla_sector_size(proofs: &VanillaSealProof) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::groth16::{setup::Quiet, CpuBackend};
+    use crate::groth16::{self, setup::Quiet, CpuBackend};
     use crate::porep::testdata;
     use ff::Field;
     use rand::SeedableRng;
@@ -364,7 +443,10 @@ mod tests {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(42);
         let (r, s) = (Fr::random(&mut rng), Fr::random(&mut rng));
 
-        let ours = groth16::prove(&CpuBackend, &srs, job.synthesize(0).unwrap(), r, s).unwrap();
+        // Recorded constraints and a per-challenge witness give the sequential synthesis.
+        let assignment = job.synthesize(0).unwrap();
+        assert_eq!(assignment, job.partitions.sequential_assignment(0).unwrap());
+        let ours = groth16::prove(&CpuBackend, &srs, assignment, r, s).unwrap();
         let reference = job.partitions.reference_proof(0, &srs, r, s).unwrap();
         let bytes = |p: &Proof| {
             let mut v = Vec::new();

@@ -24,6 +24,12 @@ pub struct PartitionTiming {
     pub partition: u32,
     pub synth_start_ms: u64,
     pub synth_end_ms: u64,
+    /// The A, B, C evaluations (sparse products with the recorded constraints). Absent from
+    /// results of older workers.
+    #[serde(default)]
+    pub products_start_ms: u64,
+    #[serde(default)]
+    pub products_end_ms: u64,
     pub start_start_ms: u64,
     pub start_end_ms: u64,
     pub finish_start_ms: u64,

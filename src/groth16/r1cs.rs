@@ -1,0 +1,872 @@
+//! A circuit's constraints, recorded once per circuit shape.
+//!
+//! The constraints of a circuit are the same for every proof of its shape; only the witness
+//! changes. Recording them once lets each proof compute just its witness (no linear
+//! combinations built, see `witness`) and then get the A, B and C evaluations as sparse
+//! products `A·w`, `B·w`, `C·w`, which is what bellperson's prover would have evaluated
+//! constraint by constraint.
+//!
+//! Variables are numbered as bellperson numbers them: inputs (index 0 is the constant one)
+//! and aux variables, each in allocation order. After the circuit's own constraints come the
+//! `input_i · 0 = 0` constraints that bellperson's prover appends, so the rows here are exactly
+//! the prover's rows.
+//!
+//! On disk (`save`/`load`): a header (magic, format version, the circuit's id, counts), the
+//! distinct coefficients, the three matrices (row ends, then (variable, coefficient) pairs),
+//! then a SHA-256 of everything before it. A file of another version or circuit is stale
+//! (rebuilt); one whose digest does not match is corrupt (refused).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use anyhow::{ensure, Context, Result};
+use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
+use blstrs::Scalar as Fr;
+use ff::{Field, PrimeField};
+use rayon::prelude::*;
+use sha2::{Digest, Sha256};
+
+use super::assignment::{Assignment, Density, Evaluations, Witness};
+use super::witness::CompactWitness;
+
+#[cfg(target_endian = "big")]
+compile_error!("the recorded constraint format is little-endian");
+
+const MAGIC: &[u8; 8] = b"c2q-r1cs";
+/// Bumped whenever the layout or the meaning of a field changes: older files are rebuilt.
+pub const FORMAT_VERSION: u32 = 1;
+/// Variables of the input kind carry this bit; aux variables are plain indices.
+const INPUT_BIT: u32 = 1 << 31;
+
+/// One non-zero entry of a row: a variable and the index of its coefficient.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+struct Term {
+    var: u32,
+    coeff: u32,
+}
+
+/// One of A, B, C: rows of terms, compressed (row `r` is `terms[ends[r-1]..ends[r]]`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SparseMatrix {
+    ends: Vec<u32>,
+    terms: Vec<Term>,
+}
+
+impl SparseMatrix {
+    pub fn rows(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Non-zero entries.
+    pub fn nonzeros(&self) -> usize {
+        self.terms.len()
+    }
+
+    fn row(&self, r: usize) -> &[Term] {
+        let start = if r == 0 { 0 } else { self.ends[r - 1] as usize };
+        &self.terms[start..self.ends[r] as usize]
+    }
+
+    fn push_row(&mut self) -> Result<(), SynthesisError> {
+        let end = u32::try_from(self.terms.len()).map_err(|_| too_large())?;
+        self.ends.push(end);
+        Ok(())
+    }
+
+    fn bytes(&self) -> u64 {
+        (self.ends.len() * 4 + self.terms.len() * 8) as u64
+    }
+}
+
+fn too_large() -> SynthesisError {
+    SynthesisError::IoError(std::io::Error::other(
+        "circuit too large for c2q's recorded constraints (more than 2^31 variables or 2^32 \
+         entries in one matrix)",
+    ))
+}
+
+/// The recorded constraint system of one circuit shape.
+#[derive(Clone, Debug, PartialEq)]
+pub struct R1cs {
+    /// What it was recorded for (the parameters' circuit id): a file of another id is stale.
+    pub circuit_id: String,
+    /// Public inputs, the constant one included.
+    pub inputs: usize,
+    pub aux: usize,
+    coeffs: Vec<Fr>,
+    pub a: SparseMatrix,
+    pub b: SparseMatrix,
+    pub c: SparseMatrix,
+    /// Which aux variables appear in A, and which inputs and aux variables appear in B: the
+    /// densities the prover selects multiexp scalars by.
+    pub a_aux_density: Density,
+    pub b_input_density: Density,
+    pub b_aux_density: Density,
+}
+
+impl R1cs {
+    /// Record `circuit`'s constraints. Values are never asked for: a blank circuit (no
+    /// assignment) records the same constraints as a full one.
+    pub fn record<C: Circuit<Fr>>(circuit_id: &str, circuit: C) -> Result<R1cs> {
+        let mut cs = Recorder::default();
+        cs.alloc_input(|| "one", || Ok(Fr::ONE))?;
+        circuit
+            .synthesize(&mut cs)
+            .context("recording the circuit's constraints")?;
+        for i in 0..cs.inputs {
+            cs.enforce(
+                || "",
+                |lc| lc + Variable::new_unchecked(Index::Input(i)),
+                |lc| lc,
+                |lc| lc,
+            );
+        }
+        if let Some(e) = cs.error.take() {
+            return Err(e).context("recording the circuit's constraints");
+        }
+        let mut r1cs = R1cs {
+            circuit_id: circuit_id.to_string(),
+            inputs: cs.inputs,
+            aux: cs.aux,
+            coeffs: cs.coeffs,
+            a: cs.a,
+            b: cs.b,
+            c: cs.c,
+            a_aux_density: Density::default(),
+            b_input_density: Density::default(),
+            b_aux_density: Density::default(),
+        };
+        r1cs.derive_densities()?;
+        Ok(r1cs)
+    }
+
+    /// Constraints (rows), the input constraints included.
+    pub fn constraints(&self) -> usize {
+        self.a.rows()
+    }
+
+    /// Memory the recorded form takes.
+    pub fn bytes(&self) -> u64 {
+        self.a.bytes() + self.b.bytes() + self.c.bytes() + self.coeffs.len() as u64 * 32
+    }
+
+    /// Densities follow from the matrices: a variable is in a query when it has a non-zero
+    /// coefficient in that matrix (zero coefficients are never recorded).
+    fn derive_densities(&mut self) -> Result<()> {
+        let mut a_aux = Density::zeros(self.aux);
+        let mut b_input = Density::zeros(self.inputs);
+        let mut b_aux = Density::zeros(self.aux);
+        for t in &self.a.terms {
+            if t.var & INPUT_BIT == 0 {
+                a_aux.set_checked(t.var as usize)?;
+            }
+        }
+        for t in &self.b.terms {
+            if t.var & INPUT_BIT == 0 {
+                b_aux.set_checked(t.var as usize)?;
+            } else {
+                b_input.set_checked((t.var & !INPUT_BIT) as usize)?;
+            }
+        }
+        self.a_aux_density = a_aux;
+        self.b_input_density = b_input;
+        self.b_aux_density = b_aux;
+        Ok(())
+    }
+
+    /// Check every term against the counts, so that evaluation cannot index out of bounds.
+    fn check_terms(&self) -> Result<()> {
+        let rows = self.constraints();
+        ensure!(
+            self.b.rows() == rows && self.c.rows() == rows,
+            "matrices have different row counts"
+        );
+        for (name, m) in [("A", &self.a), ("B", &self.b), ("C", &self.c)] {
+            let mut last = 0u32;
+            for &end in &m.ends {
+                ensure!(end >= last, "{name}'s row ends are not increasing");
+                last = end;
+            }
+            ensure!(
+                last as usize == m.terms.len(),
+                "{name}'s rows do not cover its entries"
+            );
+            let (inputs, aux, coeffs) = (self.inputs, self.aux, self.coeffs.len());
+            let ok = m.terms.par_iter().all(|t| {
+                let var_ok = if t.var & INPUT_BIT == 0 {
+                    (t.var as usize) < aux
+                } else {
+                    ((t.var & !INPUT_BIT) as usize) < inputs
+                };
+                var_ok && (t.coeff as usize) < coeffs
+            });
+            ensure!(
+                ok,
+                "{name} names a variable or coefficient that does not exist"
+            );
+        }
+        Ok(())
+    }
+
+    /// The A, B and C evaluations for a witness: `(M·w)_r` for every row `r`.
+    pub fn evaluate(&self, input: &[Fr], aux: &[Fr]) -> Result<Evaluations> {
+        ensure!(
+            input.len() == self.inputs && aux.len() == self.aux,
+            "witness has {} inputs and {} aux variables, the recorded circuit {} has {} and {}",
+            input.len(),
+            aux.len(),
+            self.circuit_id,
+            self.inputs,
+            self.aux
+        );
+        let product = |m: &SparseMatrix| {
+            let mut out = Vec::new();
+            (0..m.rows())
+                .into_par_iter()
+                .with_min_len(1 << 12)
+                .map(|r| {
+                    let mut acc = Fr::ZERO;
+                    for t in m.row(r) {
+                        let value = if t.var & INPUT_BIT == 0 {
+                            &aux[t.var as usize]
+                        } else {
+                            &input[(t.var & !INPUT_BIT) as usize]
+                        };
+                        if *value == Fr::ZERO {
+                            continue;
+                        }
+                        let coeff = &self.coeffs[t.coeff as usize];
+                        acc += if *value == Fr::ONE {
+                            *coeff
+                        } else if t.coeff == 0 {
+                            *value
+                        } else {
+                            *coeff * value
+                        };
+                    }
+                    acc
+                })
+                .collect_into_vec(&mut out);
+            out
+        };
+        Ok(Evaluations {
+            a: product(&self.a),
+            b: product(&self.b),
+            c: product(&self.c),
+        })
+    }
+
+    /// A full witness from its values, with this circuit's densities.
+    pub fn witness(&self, input: Vec<Fr>, aux: Vec<Fr>) -> Result<Witness> {
+        ensure!(
+            input.len() == self.inputs && aux.len() == self.aux,
+            "witness has {} inputs and {} aux variables, the recorded circuit {} has {} and {}",
+            input.len(),
+            aux.len(),
+            self.circuit_id,
+            self.inputs,
+            self.aux
+        );
+        Ok(Witness {
+            input,
+            aux,
+            a_aux_density: self.a_aux_density.clone(),
+            b_input_density: self.b_input_density.clone(),
+            b_aux_density: self.b_aux_density.clone(),
+        })
+    }
+
+    /// A partition's full assignment from its compact witness: the values expanded, the
+    /// evaluations as sparse products.
+    pub fn assignment(&self, witness: &CompactWitness) -> Result<Assignment> {
+        let (input, aux) = witness.expand();
+        let evals = self.evaluate(&input, &aux)?;
+        Ok(Assignment {
+            witness: self.witness(input, aux)?,
+            evals,
+        })
+    }
+
+    /// Write to `path` atomically (a temporary file renamed into place).
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let tmp = tempfile::NamedTempFile::new_in(dir)
+            .with_context(|| format!("cannot create a file in {}", dir.display()))?;
+        {
+            let mut w = HashingWriter {
+                inner: BufWriter::with_capacity(1 << 22, tmp.as_file()),
+                hash: Sha256::new(),
+            };
+            w.write_all(MAGIC)?;
+            w.write_all(&FORMAT_VERSION.to_le_bytes())?;
+            write_u64(&mut w, self.circuit_id.len() as u64)?;
+            w.write_all(self.circuit_id.as_bytes())?;
+            for n in [self.inputs, self.aux, self.coeffs.len()] {
+                write_u64(&mut w, n as u64)?;
+            }
+            for m in [&self.a, &self.b, &self.c] {
+                write_u64(&mut w, m.ends.len() as u64)?;
+                write_u64(&mut w, m.terms.len() as u64)?;
+            }
+            for c in &self.coeffs {
+                w.write_all(&c.to_repr())?;
+            }
+            for m in [&self.a, &self.b, &self.c] {
+                w.write_all(u32_bytes(&m.ends))?;
+                w.write_all(term_bytes(&m.terms))?;
+            }
+            let digest = w.hash.finalize_reset();
+            w.inner.write_all(&digest)?;
+            w.inner.flush()?;
+        }
+        tmp.as_file().sync_all()?;
+        tmp.persist(path).with_context(|| {
+            format!("cannot move the recorded constraints to {}", path.display())
+        })?;
+        Ok(())
+    }
+
+    /// Read a file written by `save` for `circuit_id`. `Ok(None)` when it is stale (another
+    /// format version or circuit): the caller records again. An error when it is corrupt.
+    pub fn load(path: &Path, circuit_id: &str) -> Result<Option<R1cs>> {
+        let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        let len = file.metadata()?.len();
+        let mut r = HashingReader {
+            inner: BufReader::with_capacity(1 << 22, file),
+            hash: Sha256::new(),
+            left: len,
+        };
+        let corrupt = || format!("recorded constraints {} are corrupt", path.display());
+        let mut magic = [0u8; 8];
+        r.read_exact(&mut magic).with_context(corrupt)?;
+        ensure!(
+            &magic == MAGIC,
+            "{} is not a c2q constraints file",
+            path.display()
+        );
+        let mut version = [0u8; 4];
+        r.read_exact(&mut version).with_context(corrupt)?;
+        if u32::from_le_bytes(version) != FORMAT_VERSION {
+            return Ok(None);
+        }
+        let id_len = read_len(&mut r, 1).with_context(corrupt)?;
+        let mut id = vec![0u8; id_len];
+        r.read_exact(&mut id).with_context(corrupt)?;
+        if id != circuit_id.as_bytes() {
+            return Ok(None);
+        }
+        let inputs = read_len(&mut r, 32).with_context(corrupt)?;
+        let aux = read_len(&mut r, 32).with_context(corrupt)?;
+        let ncoeffs = read_len(&mut r, 32).with_context(corrupt)?;
+        let mut shapes = [(0usize, 0usize); 3];
+        for s in &mut shapes {
+            *s = (
+                read_len(&mut r, 4).with_context(corrupt)?,
+                read_len(&mut r, 8).with_context(corrupt)?,
+            );
+        }
+        let mut coeffs = Vec::with_capacity(ncoeffs);
+        for _ in 0..ncoeffs {
+            let mut repr = [0u8; 32];
+            r.read_exact(&mut repr).with_context(corrupt)?;
+            let c = Option::<Fr>::from(Fr::from_repr(repr))
+                .with_context(|| format!("{}: a coefficient is not a field element", corrupt()))?;
+            coeffs.push(c);
+        }
+        let mut matrices = Vec::new();
+        for (rows, nnz) in shapes {
+            let mut ends = vec![0u32; rows];
+            r.read_exact(u32_bytes_mut(&mut ends))
+                .with_context(corrupt)?;
+            let mut terms = vec![Term { var: 0, coeff: 0 }; nnz];
+            r.read_exact(term_bytes_mut(&mut terms))
+                .with_context(corrupt)?;
+            matrices.push(SparseMatrix { ends, terms });
+        }
+        let digest = r.hash.finalize_reset();
+        let mut stored = [0u8; 32];
+        r.inner.read_exact(&mut stored).with_context(corrupt)?;
+        ensure!(
+            digest.as_slice() == stored && r.left == 32,
+            "{}: its checksum does not match (delete the file and c2q records it again)",
+            corrupt()
+        );
+        let c = matrices.pop().unwrap_or_default();
+        let b = matrices.pop().unwrap_or_default();
+        let a = matrices.pop().unwrap_or_default();
+        let mut r1cs = R1cs {
+            circuit_id: circuit_id.to_string(),
+            inputs,
+            aux,
+            coeffs,
+            a,
+            b,
+            c,
+            a_aux_density: Density::default(),
+            b_input_density: Density::default(),
+            b_aux_density: Density::default(),
+        };
+        r1cs.check_terms().with_context(corrupt)?;
+        r1cs.derive_densities().with_context(corrupt)?;
+        Ok(Some(r1cs))
+    }
+}
+
+/// The constraint system behind [`R1cs::record`]: counts variables, keeps every constraint's
+/// terms, and never asks for a value.
+#[derive(Default)]
+struct Recorder {
+    inputs: usize,
+    aux: usize,
+    coeffs: Vec<Fr>,
+    coeff_index: HashMap<[u8; 32], u32>,
+    a: SparseMatrix,
+    b: SparseMatrix,
+    c: SparseMatrix,
+    /// The first error met inside `enforce`, which cannot return one.
+    error: Option<anyhow::Error>,
+}
+
+impl Recorder {
+    fn coefficient(&mut self, c: &Fr) -> u32 {
+        if self.coeffs.is_empty() {
+            self.coeffs.push(Fr::ONE);
+        }
+        if *c == Fr::ONE {
+            return 0;
+        }
+        let next = self.coeffs.len() as u32;
+        let index = *self.coeff_index.entry(c.to_repr()).or_insert(next);
+        if index == next {
+            self.coeffs.push(*c);
+        }
+        index
+    }
+
+    fn push(&mut self, which: usize, lc: &LinearCombination<Fr>) -> Result<(), SynthesisError> {
+        let mut terms = Vec::new();
+        for (&i, coeff) in lc.iter_inputs() {
+            if !bool::from(coeff.is_zero()) {
+                let var = u32::try_from(i)
+                    .ok()
+                    .filter(|v| v & INPUT_BIT == 0)
+                    .ok_or_else(too_large)?;
+                terms.push(Term {
+                    var: var | INPUT_BIT,
+                    coeff: self.coefficient(coeff),
+                });
+            }
+        }
+        for (&i, coeff) in lc.iter_aux() {
+            if !bool::from(coeff.is_zero()) {
+                let var = u32::try_from(i)
+                    .ok()
+                    .filter(|v| v & INPUT_BIT == 0)
+                    .ok_or_else(too_large)?;
+                terms.push(Term {
+                    var,
+                    coeff: self.coefficient(coeff),
+                });
+            }
+        }
+        let m = match which {
+            0 => &mut self.a,
+            1 => &mut self.b,
+            _ => &mut self.c,
+        };
+        m.terms.extend_from_slice(&terms);
+        m.push_row()
+    }
+}
+
+impl ConstraintSystem<Fr> for Recorder {
+    type Root = Self;
+
+    fn new() -> Self {
+        Recorder::default()
+    }
+
+    fn alloc<F, A, AR>(&mut self, _: A, _: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Fr, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.aux += 1;
+        Ok(Variable::new_unchecked(Index::Aux(self.aux - 1)))
+    }
+
+    fn alloc_input<F, A, AR>(&mut self, _: A, _: F) -> Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> Result<Fr, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        self.inputs += 1;
+        Ok(Variable::new_unchecked(Index::Input(self.inputs - 1)))
+    }
+
+    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, a: LA, b: LB, c: LC)
+    where
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+        LA: FnOnce(LinearCombination<Fr>) -> LinearCombination<Fr>,
+        LB: FnOnce(LinearCombination<Fr>) -> LinearCombination<Fr>,
+        LC: FnOnce(LinearCombination<Fr>) -> LinearCombination<Fr>,
+    {
+        if self.error.is_some() {
+            return;
+        }
+        let lcs = [
+            a(LinearCombination::zero()),
+            b(LinearCombination::zero()),
+            c(LinearCombination::zero()),
+        ];
+        for (which, lc) in lcs.iter().enumerate() {
+            if let Err(e) = self.push(which, lc) {
+                self.error = Some(e.into());
+                return;
+            }
+        }
+    }
+
+    fn push_namespace<NR, N>(&mut self, _: N)
+    where
+        NR: Into<String>,
+        N: FnOnce() -> NR,
+    {
+    }
+
+    fn pop_namespace(&mut self) {}
+
+    fn get_root(&mut self) -> &mut Self::Root {
+        self
+    }
+}
+
+fn write_u64(w: &mut impl Write, n: u64) -> std::io::Result<()> {
+    w.write_all(&n.to_le_bytes())
+}
+
+/// A count read from the header, refused when the file could not hold that many items of
+/// `item` bytes (so a corrupt header cannot make us allocate terabytes).
+fn read_len(r: &mut HashingReader<impl Read>, item: u64) -> Result<usize> {
+    let mut b = [0u8; 8];
+    r.read_exact(&mut b)?;
+    let n = u64::from_le_bytes(b);
+    ensure!(
+        n.checked_mul(item).is_some_and(|bytes| bytes <= r.left),
+        "a count in the header ({n}) is larger than the file"
+    );
+    usize::try_from(n).context("count does not fit in memory")
+}
+
+fn u32_bytes(v: &[u32]) -> &[u8] {
+    // SAFETY: u32 has no padding and any byte pattern is valid; the length is exact.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast(), std::mem::size_of_val(v)) }
+}
+
+fn u32_bytes_mut(v: &mut [u32]) -> &mut [u8] {
+    // SAFETY: as above; every byte pattern written is a valid u32.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast(), std::mem::size_of_val(v)) }
+}
+
+fn term_bytes(v: &[Term]) -> &[u8] {
+    // SAFETY: `Term` is repr(C) of two u32 (no padding); the length is exact.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast(), std::mem::size_of_val(v)) }
+}
+
+fn term_bytes_mut(v: &mut [Term]) -> &mut [u8] {
+    // SAFETY: as above; every byte pattern is a valid `Term` (indices are checked after).
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast(), std::mem::size_of_val(v)) }
+}
+
+struct HashingWriter<W: Write> {
+    inner: W,
+    hash: Sha256,
+}
+
+impl<W: Write> Write for HashingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hash.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+struct HashingReader<R: Read> {
+    inner: R,
+    hash: Sha256,
+    /// Bytes of the file not read yet.
+    left: u64,
+}
+
+impl<R: Read> Read for HashingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hash.update(&buf[..n]);
+        self.left = self.left.saturating_sub(n as u64);
+        Ok(n)
+    }
+}
+
+/// Recorded constraints are large and slow to make: each circuit's are loaded (or recorded)
+/// once per process and shared. Files live beside the parameters.
+#[derive(Default)]
+pub struct R1csCache {
+    entries: Mutex<HashMap<String, Arc<Slot>>>,
+}
+
+/// One circuit's entry: locked while it is loaded or recorded, so that happens once.
+type Slot = Mutex<Option<Arc<R1cs>>>;
+
+impl R1csCache {
+    pub fn global() -> &'static R1csCache {
+        static CACHE: OnceLock<R1csCache> = OnceLock::new();
+        CACHE.get_or_init(R1csCache::default)
+    }
+
+    /// The constraints of `circuit_id`: from memory, else from `file` when it holds them, else
+    /// recorded by `record` and written to `file` (when there is one). Concurrent callers for
+    /// one circuit wait for a single load or recording, which takes minutes at 32 GiB. A stale
+    /// file is replaced; a corrupt one is an error, left in place for the operator to see.
+    pub fn get(
+        &self,
+        circuit_id: &str,
+        file: Option<&Path>,
+        record: impl FnOnce() -> Result<R1cs>,
+    ) -> Result<Arc<R1cs>> {
+        let slot = {
+            let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+            entries.entry(circuit_id.to_string()).or_default().clone()
+        };
+        let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(r1cs) = slot.as_ref() {
+            return Ok(r1cs.clone());
+        }
+        let t = std::time::Instant::now();
+        let from_file = match file {
+            Some(path) if path.is_file() => R1cs::load(path, circuit_id)?,
+            _ => None,
+        };
+        let r1cs = match from_file {
+            Some(r1cs) => {
+                tracing::info!(
+                    circuit = circuit_id,
+                    ms = t.elapsed().as_millis() as u64,
+                    "recorded constraints loaded"
+                );
+                r1cs
+            }
+            None => {
+                tracing::info!(
+                    circuit = circuit_id,
+                    "recording the circuit's constraints (once per circuit shape)"
+                );
+                let r1cs = record()?;
+                ensure!(
+                    r1cs.circuit_id == circuit_id,
+                    "constraints recorded for {} where {circuit_id} was asked for",
+                    r1cs.circuit_id
+                );
+                tracing::info!(
+                    circuit = circuit_id,
+                    constraints = r1cs.constraints(),
+                    nonzeros = r1cs.a.nonzeros() + r1cs.b.nonzeros() + r1cs.c.nonzeros(),
+                    bytes = r1cs.bytes(),
+                    ms = t.elapsed().as_millis() as u64,
+                    "constraints recorded"
+                );
+                if let Some(path) = file {
+                    // Without the file every process records again: slower, not wrong.
+                    if let Err(e) = r1cs.save(path) {
+                        tracing::warn!(path = %path.display(), error = %format!("{e:#}"), "cannot keep the recorded constraints on disk");
+                    }
+                }
+                r1cs
+            }
+        };
+        let r1cs = Arc::new(r1cs);
+        *slot = Some(r1cs.clone());
+        Ok(r1cs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::groth16::{synthesize, witness::CompactValues, WitnessBuilder};
+    use rand::{Rng, SeedableRng};
+
+    /// A preamble, then `pieces` pieces of work under top-level namespaces `piece_i`, each
+    /// allocating inputs and aux variables, with mostly 0/1 values, assorted coefficients
+    /// (zero, one, repeated, negative) and repeated terms.
+    #[derive(Clone)]
+    struct Pieces {
+        seed: u64,
+        pieces: usize,
+    }
+
+    impl Circuit<Fr> for Pieces {
+        fn synthesize<CS: ConstraintSystem<Fr>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(self.seed);
+            let shared = cs.alloc(|| "shared", || Ok(Fr::from(7u64)))?;
+            let public = cs.alloc_input(|| "public", || Ok(Fr::from(3u64)))?;
+            cs.enforce(
+                || "pre",
+                |lc| lc + shared,
+                |lc| lc + CS::one(),
+                |lc| lc + shared,
+            );
+            for p in 0..self.pieces {
+                let mut cs = cs.namespace(|| format!("piece_{p}"));
+                let mut vars = vec![shared];
+                for i in 0..50 {
+                    let v = match rng.gen_range(0..10) {
+                        0..=4 => Fr::ZERO,
+                        5..=8 => Fr::ONE,
+                        _ => Fr::from(rng.gen::<u64>()),
+                    };
+                    vars.push(cs.alloc(|| format!("v{i}"), || Ok(v))?);
+                }
+                let input = cs.alloc_input(|| "in", || Ok(Fr::from(p as u64 + 11)))?;
+                for i in 1..vars.len() {
+                    let k = Fr::from(rng.gen_range(0..4u64));
+                    let (x, y) = (vars[i], vars[rng.gen_range(0..i)]);
+                    cs.enforce(
+                        || format!("c{i}"),
+                        |lc| lc + (k, x) + y + (-Fr::ONE, public),
+                        |lc| lc + CS::one() + (Fr::from(2u64), y) + y,
+                        |lc| lc + (Fr::ZERO, x) + input,
+                    );
+                }
+            }
+            Ok(())
+        }
+    }
+
+    fn circuit() -> Pieces {
+        Pieces { seed: 5, pieces: 4 }
+    }
+
+    /// Recorded constraints times a witness-only synthesis give exactly what synthesis with
+    /// every linear combination evaluated gives: the evaluations and the densities.
+    #[test]
+    fn recorded_products_equal_full_synthesis() {
+        let full = synthesize(circuit()).unwrap();
+        let r1cs = R1cs::record("pieces", circuit()).unwrap();
+        assert_eq!(r1cs.constraints(), full.evals.constraints());
+        let mut cs = WitnessBuilder::new();
+        cs.alloc_input(|| "one", || Ok(Fr::ONE)).unwrap();
+        circuit().synthesize(&mut cs).unwrap();
+        let evals = r1cs.evaluate(&cs.input, &cs.aux).unwrap();
+        assert_eq!(evals, full.evals);
+        assert_eq!(r1cs.witness(cs.input, cs.aux).unwrap(), full.witness);
+        // Zero coefficients are not recorded, repeated terms are merged.
+        assert!(r1cs.a.nonzeros() < 3 * r1cs.constraints());
+    }
+
+    /// A circuit synthesized piece by piece (each piece after the shared preamble, skipped
+    /// where it repeats) gives the sequential witness.
+    #[test]
+    fn pieces_concatenate_to_the_sequential_witness() {
+        let full = synthesize(circuit()).unwrap();
+        let mut whole = CompactWitness::default();
+        for p in 0..4 {
+            let piece = Pieces {
+                seed: 5,
+                pieces: p + 1,
+            };
+            let mut cs = if p == 0 {
+                let mut cs = WitnessBuilder::new();
+                cs.alloc_input(|| "one", || Ok(Fr::ONE)).unwrap();
+                cs
+            } else {
+                WitnessBuilder::skipping_before("piece_")
+            };
+            // Only the last piece of each run is new: skip the ones before it too.
+            piece.synthesize(&mut cs).unwrap();
+            assert!(cs.reached());
+            let (input, aux) = if p == 0 {
+                (cs.input, cs.aux)
+            } else {
+                let per = (cs.input.len() / (p + 1), cs.aux.len() / (p + 1));
+                (cs.input[p * per.0..].to_vec(), cs.aux[p * per.1..].to_vec())
+            };
+            whole.push(&input, &aux);
+        }
+        let (input, aux) = whole.expand();
+        assert_eq!(input, full.witness.input);
+        assert_eq!(aux, full.witness.aux);
+    }
+
+    #[test]
+    fn compact_values_round_trip_and_count() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        for len in [0usize, 1, 63, 64, 65, 64 * 4096 + 17, 3 * 64 * 4096] {
+            let values: Vec<Fr> = (0..len)
+                .map(|_| match rng.gen_range(0..100) {
+                    0..=50 => Fr::ZERO,
+                    51..=97 => Fr::ONE,
+                    _ => Fr::from(rng.gen::<u64>() | 2),
+                })
+                .collect();
+            let mut w = CompactWitness::default();
+            w.push(&values[..len / 3], &values[len / 3..]);
+            w.push(&[], &values[..len / 2]);
+            let (input, aux) = w.expand();
+            assert_eq!(input, values[..len / 3]);
+            assert_eq!(aux[..len - len / 3], values[len / 3..]);
+            assert_eq!(aux[len - len / 3..], values[..len / 2]);
+            let c = CompactValues::new(&values).census();
+            assert_eq!(c.zeros + c.ones + c.others, len);
+            assert_eq!(c.ones, values.iter().filter(|v| **v == Fr::ONE).count());
+            assert!(CompactValues::new(&values).bytes() <= len / 4 + 16 + c.others * 32);
+        }
+    }
+
+    #[test]
+    fn files_round_trip_and_stale_or_corrupt_ones_are_told_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pieces.c2q-r1cs");
+        let r1cs = R1cs::record("pieces", circuit()).unwrap();
+        r1cs.save(&path).unwrap();
+        assert_eq!(R1cs::load(&path, "pieces").unwrap(), Some(r1cs.clone()));
+        assert_eq!(R1cs::load(&path, "other circuit").unwrap(), None);
+
+        let bytes = std::fs::read(&path).unwrap();
+        let mut flipped = bytes.clone();
+        let at = bytes.len() - 100;
+        flipped[at] ^= 1;
+        std::fs::write(&path, &flipped).unwrap();
+        let err = R1cs::load(&path, "pieces").unwrap_err();
+        assert!(format!("{err:#}").contains("corrupt"), "{err:#}");
+        std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+        assert!(R1cs::load(&path, "pieces").is_err());
+        let mut older = bytes.clone();
+        older[8] = 0;
+        std::fs::write(&path, &older).unwrap();
+        assert_eq!(R1cs::load(&path, "pieces").unwrap(), None);
+
+        // The cache records when the file is stale and replaces it; a corrupt file is refused.
+        let cache = R1csCache::default();
+        let got = cache
+            .get("pieces", Some(&path), || R1cs::record("pieces", circuit()))
+            .unwrap();
+        assert_eq!(*got, r1cs);
+        assert_eq!(R1cs::load(&path, "pieces").unwrap(), Some(r1cs.clone()));
+        std::fs::write(&path, &flipped).unwrap();
+        let err = R1csCache::default()
+            .get("pieces", Some(&path), || R1cs::record("pieces", circuit()))
+            .unwrap_err();
+        assert!(format!("{err:#}").contains("checksum"), "{err:#}");
+    }
+}
