@@ -63,13 +63,15 @@ enum BenchCommand {
 
 #[derive(Subcommand)]
 enum TestdataCommand {
-    /// Seal a 2 KiB sector of random data with filecoin-proofs and write its C1 output.
+    /// Seal a 2 KiB sector of random data with filecoin-proofs and write its C1 output; or, with
+    /// --shape-only, write a C1 output of any sector size with the real shape and random values
+    /// (for benchmarks: it cannot be proved).
     C1(TestC1Args),
 }
 
 #[derive(clap::Args)]
 struct TestC1Args {
-    /// Registered proof (a 2 KiB one).
+    /// Registered proof (a 2 KiB one, or any with --shape-only).
     #[arg(long, default_value = "StackedDrg2KiBV1_1")]
     proof: String,
     #[arg(long)]
@@ -82,6 +84,11 @@ struct TestC1Args {
     /// Write lotus-bench's Commit2In envelope instead of the raw C1 JSON.
     #[arg(long)]
     commit2in: bool,
+    /// Do not seal: write a C1 output with the exact shape of a real one for this proof type
+    /// (partitions, challenges, Merkle paths, columns, parents) and random values, in seconds
+    /// even for 32 and 64 GiB. Marked `"c2q_shape_only": true`; `c2q prove` refuses it.
+    #[arg(long)]
+    shape_only: bool,
     #[arg(long)]
     out: PathBuf,
 }
@@ -342,6 +349,9 @@ fn generate(args: GenerateArgs) -> Result<()> {
 
 fn test_c1(args: TestC1Args) -> Result<()> {
     let proof = porep::proof_from_name(&args.proof)?;
+    if args.shape_only {
+        return shape_c1(&args, proof);
+    }
     let sealed = porep::testdata::seal_2kib(proof, args.miner, args.sector, args.seed)?;
     let bytes = if args.commit2in {
         sealed.commit2in_json()?
@@ -356,6 +366,64 @@ fn test_c1(args: TestC1Args) -> Result<()> {
         args.proof,
         args.miner,
         args.sector
+    );
+    Ok(())
+}
+
+fn shape_c1(args: &TestC1Args, proof: filecoin_proofs_api::RegisteredSealProof) -> Result<()> {
+    let started = Instant::now();
+    // Quiet for small sectors; a line on stderr per tenth of the partitions once it takes time.
+    let last_tenth = AtomicUsize::new(0);
+    let progress = |done: usize, total: usize| {
+        let tenth = (done * 10).checked_div(total).unwrap_or(0);
+        if started.elapsed().as_secs_f64() > 1.0
+            && last_tenth.fetch_max(tenth, Ordering::Relaxed) < tenth
+        {
+            eprintln!(
+                "[{:6.1} s] {done}/{total} partitions",
+                started.elapsed().as_secs_f64()
+            );
+        }
+    };
+    let shape = porep::shape::generate(proof, args.miner, args.sector, args.seed, &progress)?;
+    let generated = started.elapsed().as_secs_f64();
+    let file = std::fs::File::create(&args.out)
+        .with_context(|| format!("cannot create {}", args.out.display()))?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    if args.commit2in {
+        out.write_all(&shape.commit2in_json()?)
+            .map_err(anyhow::Error::from)
+    } else {
+        shape.write_c1_json(&mut out)
+    }
+    .and_then(|()| out.flush().map_err(anyhow::Error::from))
+    .with_context(|| format!("cannot write {}", args.out.display()))?;
+    let bytes = std::fs::metadata(&args.out)
+        .with_context(|| format!("cannot read {}", args.out.display()))?
+        .len();
+    let total = started.elapsed().as_secs_f64();
+    if total > 1.0 {
+        eprintln!(
+            "[{total:6.1} s] generated in {generated:.1} s, written in {:.1} s",
+            total - generated
+        );
+    }
+    if bytes > porep::MAX_C1_BYTES as u64 {
+        eprintln!(
+            "warning: {} is {bytes} bytes, more than the {} bytes c2q reads as a C1 output",
+            args.out.display(),
+            porep::MAX_C1_BYTES
+        );
+    }
+    println!(
+        "{}: SHAPE-ONLY C1 output (random values, not provable) of a {} sector for miner {} \
+         sector {}: {} partitions of {} challenges, {bytes} bytes",
+        args.out.display(),
+        porep::proof_name(proof),
+        args.miner,
+        args.sector,
+        shape.partitions(),
+        shape.challenges_per_partition()
     );
     Ok(())
 }

@@ -215,6 +215,51 @@ fn bad_inputs_get_a_clear_error_and_exit_code() {
     );
 }
 
+/// `testdata c1 --shape-only` writes a C1 of the real shape with random values; `prove` refuses
+/// it as bad input (exit 2, one line), in both the raw and the Commit2In form.
+#[test]
+fn shape_only_c1_is_refused_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, extra) in [
+        ("shape.json", None),
+        ("shape-c2in.json", Some("--commit2in")),
+    ] {
+        let path = dir.path().join(name);
+        let made = c2q()
+            .args([
+                "testdata",
+                "c1",
+                "--shape-only",
+                "--proof",
+                "StackedDrg2KiBV1_1",
+                "--miner",
+                &MINER.to_string(),
+                "--sector",
+                "11",
+                "--out",
+            ])
+            .arg(&path)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(made.status.success(), "{name}: {}", stderr(&made));
+        assert!(
+            String::from_utf8_lossy(&made.stdout).contains("SHAPE-ONLY"),
+            "{name}: {}",
+            String::from_utf8_lossy(&made.stdout)
+        );
+        let out = run_prove(&path, MINER, 11, &[]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{name}: {err}");
+        assert!(
+            err.contains("--shape-only") && err.contains("cannot be proved"),
+            "{name}: {err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{name}: not one line: {err}");
+        assert!(!dir.path().join(format!("{name}.proof")).exists());
+    }
+}
+
 #[test]
 fn params_generate_refuses_the_official_directory() {
     let out = c2q()

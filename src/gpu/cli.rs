@@ -862,6 +862,7 @@ fn porep_check(args: &GpuCheckArgs) -> Result<bool> {
         let c1 = porep::C1Input {
             output: sealed.c1.clone(),
             sector_number: None,
+            shape_only: false,
         };
         let job = PorepJob::new(c1, miner, sector)
             .with_context(|| format!("cannot build the {name} PoRep job"))?;

@@ -12,6 +12,8 @@ use filecoin_proofs_api::seal::SealCommitPhase1Output;
 use filecoin_proofs_api::RegisteredSealProof;
 use serde::Deserialize;
 
+use super::shape::MARKER;
+
 /// The largest C1 JSON accepted. A 32 GiB C1 is about 51 MB, a 64 GiB one a little more.
 pub const MAX_C1_BYTES: usize = 128 << 20;
 
@@ -20,6 +22,9 @@ pub struct C1Input {
     pub output: SealCommitPhase1Output,
     /// The sector number, where the input carries one (`Commit2In`).
     pub sector_number: Option<u64>,
+    /// Made by `c2q testdata c1 --shape-only`: a real sector's shape with random values, for
+    /// benchmarks only (the `c2q_shape_only` key, see `porep::shape`).
+    pub shape_only: bool,
 }
 
 impl C1Input {
@@ -63,6 +68,7 @@ pub fn parse_c1(bytes: &[u8]) -> Result<C1Input> {
             .decode(envelope.phase1_out.trim())
             .map_err(|e| anyhow::anyhow!("Commit2In Phase1Out is not base64: {e}"))?;
         let output = parse_output(&inner).context("Commit2In Phase1Out")?;
+        let shape_only = shape_only_marker(&inner).context("Commit2In Phase1Out")?;
         let size = u64::from(output.registered_proof.sector_size());
         ensure!(
             envelope.sector_size == size,
@@ -73,6 +79,7 @@ pub fn parse_c1(bytes: &[u8]) -> Result<C1Input> {
         return Ok(C1Input {
             output,
             sector_number: Some(envelope.sector_num),
+            shape_only,
         });
     }
     if !object.contains_key("registered_proof") || !object.contains_key("vanilla_proofs") {
@@ -81,10 +88,30 @@ pub fn parse_c1(bytes: &[u8]) -> Result<C1Input> {
              (nor a Commit2In `Phase1Out`)"
         );
     }
+    let shape_only = marked(object.get(MARKER))?;
     Ok(C1Input {
         output: serde_json::from_value(value).map_err(describe)?,
         sector_number: None,
+        shape_only,
     })
+}
+
+/// The shape-only marker of C1 JSON bytes; the other fields are skipped, not parsed.
+fn shape_only_marker(bytes: &[u8]) -> Result<bool> {
+    #[derive(Deserialize)]
+    struct Marker {
+        c2q_shape_only: Option<serde_json::Value>,
+    }
+    let marker: Marker = serde_json::from_slice(bytes).map_err(describe)?;
+    marked(marker.c2q_shape_only.as_ref())
+}
+
+fn marked(marker: Option<&serde_json::Value>) -> Result<bool> {
+    match marker {
+        None => Ok(false),
+        Some(serde_json::Value::Bool(marked)) => Ok(*marked),
+        Some(_) => bail!("C1 output is malformed: `{MARKER}` is not a boolean"),
+    }
 }
 
 fn parse_output(bytes: &[u8]) -> Result<SealCommitPhase1Output> {
@@ -138,6 +165,17 @@ mod tests {
                 .unwrap_or_default();
             assert!(err.contains(expect), "{input:?}: {err}");
         }
+    }
+
+    #[test]
+    fn shape_only_marker_must_be_a_boolean() {
+        let input = br#"{"registered_proof": "StackedDrg2KiBV1_1", "vanilla_proofs": {},
+                         "c2q_shape_only": "yes"}"#;
+        let err = parse_c1(input)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("c2q_shape_only` is not a boolean"), "{err}");
     }
 
     #[test]

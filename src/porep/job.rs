@@ -207,6 +207,27 @@ impl PorepJob {
     /// Check a C1 output against the miner and sector it is said to be for, and prepare its
     /// partitions. Fails on anything a sealing pipeline could not have produced for them.
     pub fn new(c1: C1Input, miner_id: u64, sector_number: u64) -> Result<PorepJob> {
+        ensure!(!c1.shape_only, "{SHAPE_ONLY_REFUSED}");
+        PorepJob::build(c1, miner_id, sector_number, VanillaCheck::Verify)
+    }
+
+    /// A job for benchmarking synthesis and proving, which also accepts shape-only C1 outputs
+    /// (`c2q testdata c1 --shape-only`): real shape, random values. It skips the one check such
+    /// values cannot pass, the verification of the vanilla proofs; everything else is checked
+    /// as in [`PorepJob::new`] (proof version, sector number, sector size tag, partition count,
+    /// non-empty partitions, commitments, and the replica id, which the generator derives from
+    /// the miner and sector as sealing does). Its partitions synthesize into circuits of the
+    /// real size, but their proofs of a shape-only input do not verify.
+    pub fn for_benchmark(c1: C1Input, miner_id: u64, sector_number: u64) -> Result<PorepJob> {
+        PorepJob::build(c1, miner_id, sector_number, VanillaCheck::Skip)
+    }
+
+    fn build(
+        c1: C1Input,
+        miner_id: u64,
+        sector_number: u64,
+        vanilla: VanillaCheck,
+    ) -> Result<PorepJob> {
         let proof = c1.registered_proof();
         ensure!(
             proof.major_version() == 1,
@@ -229,6 +250,7 @@ impl PorepJob {
             &config,
             prover_id,
             sector_number,
+            vanilla,
         )?;
         Ok(PorepJob {
             registered_proof: proof,
@@ -294,11 +316,24 @@ impl ProofJob for PorepJob {
     }
 }
 
+/// The refusal of a shape-only C1 output by [`PorepJob::new`].
+pub const SHAPE_ONLY_REFUSED: &str = "this C1 output was made by `c2q testdata c1 --shape-only`: \
+    it has the shape of a real sector but random values and cannot be proved (benchmarks only)";
+
+/// Whether the vanilla proofs are verified when a job is built.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum VanillaCheck {
+    Verify,
+    /// Benchmarks: shape-only inputs have random values that cannot verify.
+    Skip,
+}
+
 fn build_partitions<Tree: 'static + MerkleTreeTrait>(
     c1: SealCommitPhase1Output,
     config: &PoRepConfig,
     prover_id: [u8; 32],
     sector_number: u64,
+    vanilla: VanillaCheck,
 ) -> Result<(Box<dyn Partitions>, String)> {
     let SealCommitPhase1Output {
         registered_proof,
@@ -378,6 +413,9 @@ fn build_partitions<Tree: 'static + MerkleTreeTrait>(
     // Checking the vanilla proofs costs hashing, not proving: a tampered C1 is caught here
     // with a clear error instead of minutes later as a proof that does not verify.
     let valid = catch_unwind(AssertUnwindSafe(|| {
+        if vanilla == VanillaCheck::Skip {
+            return Ok(true);
+        }
         StackedDrg::<Tree, DefaultPieceHasher>::verify_all_partitions(
             &vanilla_params,
             &public_inputs,
@@ -437,6 +475,7 @@ mod tests {
         let c1 = C1Input {
             output: sealed.c1,
             sector_number: None,
+            shape_only: false,
         };
         let job = PorepJob::new(c1, 1000, 3).unwrap();
         let srs = job.srs().unwrap();

@@ -4,6 +4,7 @@
 mod input;
 mod job;
 pub mod params;
+pub mod shape;
 pub mod testdata;
 
 pub use input::{parse_c1, proof_from_name, proof_name, C1Input, MAX_C1_BYTES};

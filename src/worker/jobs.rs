@@ -74,3 +74,37 @@ fn oversize_sector(size: u64, limits: &Limits) -> JobError {
         ),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::porep::shape;
+    use crate::schema::JobV1;
+
+    /// A shape-only C1 is invalid input for good: a permanent failure, never retried.
+    #[test]
+    fn shape_only_c1_is_a_permanent_malformed_c1() {
+        let proof = filecoin_proofs_api::RegisteredSealProof::StackedDrg2KiBV1_1;
+        let made = shape::generate(proof, 1000, 3, 1, &|_, _| {}).unwrap();
+        let decoded = DecodedJob {
+            job: JobV1 {
+                v: 1,
+                job_id: "shape".into(),
+                kind: JobKind::PorepC2,
+                registered_proof: proof_name(proof),
+                miner_id: 1000,
+                sector_number: 3,
+                phase1_output: Vec::new(),
+                canary: None,
+            },
+            c1: made.c1_json().unwrap(),
+            digest: [0; 32],
+        };
+        let Err(e) = build(&decoded, &Limits::default(), 1) else {
+            panic!("a shape-only C1 was accepted");
+        };
+        assert_eq!(e.kind, ErrorKind::MalformedC1);
+        assert!(e.kind.is_permanent());
+        assert!(e.message.contains("--shape-only"), "{}", e.message);
+    }
+}
