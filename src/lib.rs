@@ -4,6 +4,7 @@
 //! `worker → broker/ledger/pipeline → porep → groth16`; the GPU plugs into `groth16` through
 //! its `Backend` trait (`gpu::backend`).
 
+pub mod bench;
 pub mod canary;
 pub mod gpu;
 pub mod groth16;

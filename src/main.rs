@@ -59,6 +59,37 @@ enum Command {
 enum BenchCommand {
     /// GPU MSM and NTT timings, and a partition-shaped proving start.
     Gpu(c2q::gpu::cli::BenchGpuArgs),
+    /// Full-size jobs (shape-only inputs, a generated SRS of the right shape) through the
+    /// worker's pipeline: seconds per proof, stage busy fractions, memory peaks.
+    Pipeline(BenchPipelineArgs),
+}
+
+#[derive(clap::Args)]
+struct BenchPipelineArgs {
+    /// Registered PoRep proof, e.g. StackedDrg32GiBV1_1.
+    #[arg(long)]
+    proof: String,
+    /// Jobs to prove one after another (at least 2 for a steady-state figure).
+    #[arg(long, default_value_t = 3)]
+    jobs: usize,
+    /// Proving-start backend: cuda (default) or cpu.
+    #[arg(long, value_enum, default_value_t = c2q::gpu::BackendChoice::Cuda)]
+    backend: c2q::gpu::BackendChoice,
+    /// GPUs to prove on, e.g. `--device 0,1`.
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    device: Vec<usize>,
+    /// Device memory c2q may use on each GPU, in GiB (default: all of it).
+    #[arg(long, value_name = "GIB")]
+    gpu_memory_gib: Option<f64>,
+    /// Partitions whose witnesses are computed at once (default: the worker's).
+    #[arg(long)]
+    synthesis_threads: Option<usize>,
+    /// G2 finalizer threads (default: one per backend).
+    #[arg(long)]
+    finalizer_threads: Option<usize>,
+    /// Print the report as JSON on stdout (the table still goes to stderr).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Subcommand)]
@@ -180,6 +211,10 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(EXIT_FAILED, &e),
         },
+        Command::Bench(BenchCommand::Pipeline(args)) => match bench_pipeline(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(EXIT_FAILED, &e),
+        },
         Command::Worker(args) => queue_exit(c2q::worker::run(args)),
         Command::Submit(args) => queue_exit(c2q::cli_queue::submit(args)),
         Command::Dlq(args) => queue_exit(c2q::cli_queue::dlq(args)),
@@ -199,6 +234,49 @@ fn fail(code: u8, e: &anyhow::Error) -> ExitCode {
     let msg = format!("{e:#}").replace('\n', " ");
     eprintln!("c2q: error: {msg}");
     ExitCode::from(code)
+}
+
+fn bench_pipeline(args: BenchPipelineArgs) -> Result<()> {
+    use std::sync::Arc;
+    let proof = porep::proof_from_name(&args.proof)?;
+    let limit = args
+        .gpu_memory_gib
+        .map(c2q::config::gib_to_bytes)
+        .transpose()?;
+    let mut backends: Vec<Arc<dyn c2q::groth16::Backend>> = Vec::new();
+    let mut device_peaks: Vec<Arc<dyn Fn() -> u64 + Send + Sync>> = Vec::new();
+    match args.backend {
+        c2q::gpu::BackendChoice::Cpu => backends.push(Arc::new(c2q::groth16::CpuBackend)),
+        _ => {
+            for &d in &args.device {
+                let b = Arc::new(
+                    c2q::gpu::CudaBackend::with_memory_limit(d, limit)
+                        .with_context(|| format!("GPU {d}"))?,
+                );
+                let peak = b.clone();
+                device_peaks.push(Arc::new(move || peak.gpu().peak_allocated()));
+                backends.push(b);
+            }
+        }
+    }
+    let defaults = c2q::config::PipelineConfig::default();
+    let finalizer_threads = args.finalizer_threads.unwrap_or(backends.len()).max(1);
+    let report = c2q::bench::run(c2q::bench::PipelineBench {
+        proof,
+        jobs: args.jobs,
+        backends,
+        device_peaks,
+        synthesis_threads: args
+            .synthesis_threads
+            .unwrap_or(defaults.synthesis_threads)
+            .max(1),
+        finalizer_threads,
+    })?;
+    c2q::bench::print_table(&report);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    }
+    Ok(())
 }
 
 fn prove(args: ProveArgs) -> ExitCode {

@@ -7,6 +7,10 @@
 #                                           and all GPUs, synthetic and V1 sectors on the GPU
 #   ops/bench/gpu-run.sh time BIN OUTDIR    timings: MSM phases at 2^27, the full `c2q bench gpu`
 #                                           table, a 13-partition job on one and all GPUs
+#   ops/bench/gpu-run.sh pipeline BIN OUTDIR  `c2q bench pipeline` on full-size shape-only jobs
+#                                           ($C2Q_BENCH_PROOF, default StackedDrg32GiBV1_1;
+#                                           $C2Q_BENCH_JOBS jobs, default 2) on every GPU; the
+#                                           constraints are recorded into OUTDIR's parameter dir
 #   ops/bench/gpu-run.sh tune BIN OUTDIR    NTT and MSM at 2^27 for each kernel variant listed
 #                                           in $C2Q_TUNE (`;`-separated C2Q_KERNEL_DEFINES values,
 #                                           an empty one being the default build)
@@ -76,6 +80,16 @@ tune)
     step "tune-$k" env C2Q_KERNEL_DEFINES="$v" "$bin" bench gpu --min-log 27 --max-log 27 --reps 5 --no-partition
     summary+=("  defines '${v}': $(grep -E '^(ntt forward|msm full-width|msm porep-like) ' "$out/tune-$k.log" | awk '{printf "%s %s %s ms; ", $1, $2, $4}')")
   done
+  ;;
+pipeline)
+  all=$(seq -s, 0 $((gpus - 1)))
+  # The recorded constraints go beside (absent) parameters on the machine's own disk.
+  export FIL_PROOFS_PARAMETER_CACHE=/var/tmp/c2q-bench-params
+  mkdir -p "$FIL_PROOFS_PARAMETER_CACHE"
+  step bench-pipeline env RUST_LOG=c2q=info "$bin" bench pipeline --proof "${C2Q_BENCH_PROOF:-StackedDrg32GiBV1_1}" \
+    --jobs "${C2Q_BENCH_JOBS:-2}" --device "$all" --json
+  sed -n '/^| what/,/^| before/p' "$out/bench-pipeline.log" >"$out/table.md"
+  summary+=("$(cat "$out/table.md")")
   ;;
 time)
   step msm-trace-2-27 env C2Q_MSM_TRACE=1 "$bin" bench gpu --min-log 27 --max-log 27 --reps 3 --no-ntt --no-partition

@@ -78,6 +78,11 @@ impl Density {
         self.len == 0
     }
 
+    /// The presence bits, 64 variables a word (bit i of word w is variable 64·w + i).
+    pub fn words(&self) -> &[u64] {
+        &self.bits
+    }
+
     /// How many variables are present: the number of points the parameter file holds.
     pub fn count(&self) -> usize {
         self.bits.iter().map(|w| w.count_ones() as usize).sum()

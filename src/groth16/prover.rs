@@ -78,7 +78,7 @@ pub fn finish(srs: &Srs, sums: &G1Sums, witness: &Witness, r: Fr, s: Fr) -> Resu
         !bool::from(vk.delta_g1.is_identity() | vk.delta_g2.is_identity()),
         "parameters have δ at infinity: refusing to prove with a subverted SRS"
     );
-    let b_g2 = msm::b_g2(srs, witness);
+    let b_g2 = msm::b_g2(srs, witness)?;
 
     let delta_g1 = G1Projective::from(vk.delta_g1);
     let alpha_g1 = G1Projective::from(vk.alpha_g1);

@@ -1,0 +1,533 @@
+//! `c2q bench pipeline`: full-size jobs through the worker's pipeline, without a sealing farm
+//! or a 47 GB parameter download.
+//!
+//! Inputs are shape-only C1 outputs (`porep::shape`: the real structure, random values), so
+//! the circuits, constraints, witnesses and products are exactly a real sector's. The SRS has
+//! the shape the recorded constraints call for (every point count of the real `.params`
+//! file) with random points made here. Nothing of that can verify, so verification is
+//! skipped, and the report says so. Everything else is the path a worker's job takes:
+//! `pipeline::Pipeline` with its synthesis, products, proving-start (one per GPU), G2
+//! finalizer and assembly stages.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::{bail, ensure, Result};
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar as Fr};
+use ff::Field;
+use group::{Curve, Group};
+use rand::SeedableRng;
+use rayon::prelude::*;
+use serde::Serialize;
+use tokio::sync::oneshot;
+
+use crate::groth16::curve::BatchAffine;
+use crate::groth16::{Assignment, Backend, CompactWitness, Proof, R1cs, Srs, VerifyingKey};
+use crate::job::ProofJob;
+use crate::pipeline::{Pipeline, Proved, Submission};
+use crate::porep::{self, C1Input, PorepJob};
+
+/// What to run.
+pub struct PipelineBench {
+    pub proof: filecoin_proofs_api::RegisteredSealProof,
+    pub jobs: usize,
+    pub backends: Vec<Arc<dyn Backend>>,
+    /// Device memory peaks, read after the run (one per GPU; empty on the CPU backend).
+    pub device_peaks: Vec<Arc<dyn Fn() -> u64 + Send + Sync>>,
+    pub synthesis_threads: usize,
+    pub finalizer_threads: usize,
+}
+
+/// A benchmark job: a shape-only PoRep job with a generated SRS, never verified.
+struct BenchJob {
+    job: PorepJob,
+    srs: Arc<Srs>,
+}
+
+impl ProofJob for BenchJob {
+    fn partitions(&self) -> usize {
+        self.job.partitions()
+    }
+
+    fn srs(&self) -> Result<Arc<Srs>> {
+        Ok(self.srs.clone())
+    }
+
+    fn r1cs(&self) -> Result<Arc<R1cs>> {
+        self.job.r1cs()
+    }
+
+    fn witness(&self, partition: usize) -> Result<CompactWitness> {
+        self.job.witness(partition)
+    }
+
+    fn synthesize(&self, partition: usize) -> Result<Assignment> {
+        self.job.synthesize(partition)
+    }
+
+    /// Random values and a random SRS: there is nothing a verifier could accept. Skipped; the
+    /// report says so.
+    fn verify(&self, _: &[Proof]) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// The report: a table on stderr, and this as JSON with `--json`.
+#[derive(Clone, Debug, Serialize)]
+pub struct PipelineReport {
+    pub proof: String,
+    pub jobs: usize,
+    pub partitions_per_job: usize,
+    pub backends: Vec<String>,
+    pub synthesis_threads: usize,
+    pub constraints: usize,
+    pub verification: &'static str,
+    /// Recording (or loading) the constraints, and making the SRS: before the first job.
+    pub r1cs_s: f64,
+    pub srs_gen_s: f64,
+    /// One partition's witness computed alone (all threads on it), before the run.
+    pub witness_alone_s: f64,
+    /// Each job's end, seconds after the first job was submitted.
+    pub job_done_s: Vec<f64>,
+    /// Seconds per proof once the pipeline is full: between the first and the last job's end,
+    /// divided by the jobs in between (the first job's fill time when there is one job).
+    pub steady_s_per_proof: f64,
+    /// Fraction of the run (first submit to last answer) each stage was busy, per thread of
+    /// that stage (1.0: every thread of the stage always busy).
+    pub busy: StageBusy,
+    /// Fraction of the run each GPU (proving-start thread) had no partition.
+    pub gpu_idle: f64,
+    /// Mean seconds per partition in each stage.
+    pub partition_s: StageBusy,
+    pub witness_census: WitnessCensus,
+    pub peak_rss_bytes: u64,
+    pub device_peak_bytes: Vec<u64>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct StageBusy {
+    pub synthesis: f64,
+    pub products: f64,
+    pub start: f64,
+    pub finish: f64,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct WitnessCensus {
+    pub zeros: f64,
+    pub ones: f64,
+    pub others: f64,
+    pub compact_bytes: usize,
+}
+
+/// Run the benchmark. Progress goes to stderr.
+pub fn run(bench: PipelineBench) -> Result<PipelineReport> {
+    ensure!(bench.jobs >= 1, "--jobs must be at least 1");
+    let name = porep::proof_name(bench.proof);
+    let t = Instant::now();
+    eprintln!("making a shape-only {name} C1 output (random values, the real structure) …");
+    let job_for = |sector: u64| -> Result<PorepJob> {
+        let shape = porep::shape::generate(bench.proof, 1000, sector, sector, &|_, _| {})?;
+        PorepJob::for_benchmark(
+            C1Input {
+                output: shape.output,
+                sector_number: None,
+                shape_only: true,
+            },
+            1000,
+            sector,
+        )
+    };
+    let first = job_for(1)?;
+    let t_alone = Instant::now();
+    eprintln!(
+        "[{:6.1} s] one partition's witness, alone …",
+        t.elapsed().as_secs_f64()
+    );
+    let sample = first.witness(0)?;
+    let witness_alone_s = t_alone.elapsed().as_secs_f64();
+    let census = sample.census();
+    let total = (census.zeros + census.ones + census.others).max(1) as f64;
+    let witness_census = WitnessCensus {
+        zeros: census.zeros as f64 / total,
+        ones: census.ones as f64 / total,
+        others: census.others as f64 / total,
+        compact_bytes: sample.bytes(),
+    };
+    drop(sample);
+    eprintln!(
+        "[{:6.1} s] recording (or loading) the circuit's constraints …",
+        t.elapsed().as_secs_f64()
+    );
+    let t_r1cs = Instant::now();
+    let r1cs = first.r1cs()?;
+    let r1cs_s = t_r1cs.elapsed().as_secs_f64();
+    eprintln!(
+        "[{:6.1} s] {} constraints, {} inputs, {} aux variables; generating an SRS of that shape …",
+        t.elapsed().as_secs_f64(),
+        r1cs.constraints(),
+        r1cs.inputs,
+        r1cs.aux
+    );
+    let t_srs = Instant::now();
+    let srs = Arc::new(shaped_srs(&r1cs, &format!("bench-shape-{name}"))?);
+    let srs_gen_s = t_srs.elapsed().as_secs_f64();
+    eprintln!(
+        "[{:6.1} s] SRS ready ({:.1} GB); proving {} job(s) of {} partitions, verification SKIPPED \
+         (random values cannot verify) …",
+        t.elapsed().as_secs_f64(),
+        srs.resident_bytes() as f64 / 1e9,
+        bench.jobs,
+        first.partitions()
+    );
+    let mut jobs: Vec<Arc<dyn ProofJob>> = vec![Arc::new(BenchJob {
+        job: first,
+        srs: srs.clone(),
+    })];
+    for k in 1..bench.jobs {
+        jobs.push(Arc::new(BenchJob {
+            job: job_for(1 + k as u64)?,
+            srs: srs.clone(),
+        }));
+    }
+    let partitions = jobs[0].partitions();
+    let backend_names: Vec<String> = bench.backends.iter().map(|b| b.name()).collect();
+    let gpus = bench.backends.len();
+    let pipeline = Pipeline::start(
+        bench.backends.clone(),
+        bench.synthesis_threads,
+        bench.finalizer_threads,
+        u32::MAX,
+    )?;
+
+    let run_start = Instant::now();
+    let answers = Mutex::new(Vec::new());
+    let done_at: Mutex<Vec<f64>> = Mutex::new(Vec::new());
+    std::thread::scope(|scope| -> Result<()> {
+        let mut waiters = Vec::new();
+        for (k, job) in jobs.into_iter().enumerate() {
+            let (done, answer) = oneshot::channel();
+            let progress: crate::pipeline::Progress = Box::new(move |remaining| {
+                eprintln!(
+                    "[{:6.1} s] job {k}: {} of {partitions} partitions proved",
+                    t.elapsed().as_secs_f64(),
+                    partitions - remaining
+                );
+            });
+            pipeline.submit(Submission {
+                id: format!("bench-{k}"),
+                job,
+                progress,
+                done,
+            })?;
+            let (answers, done_at) = (&answers, &done_at);
+            waiters.push(scope.spawn(move || {
+                let result = answer.blocking_recv();
+                done_at
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(run_start.elapsed().as_secs_f64());
+                answers
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(result);
+            }));
+        }
+        for w in waiters {
+            let _ = w.join();
+        }
+        Ok(())
+    })?;
+    let wall_s = run_start.elapsed().as_secs_f64();
+    pipeline.shutdown();
+
+    let mut proved: Vec<Proved> = Vec::new();
+    for answer in answers.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        match answer {
+            Ok(Ok(p)) => proved.push(p),
+            Ok(Err(e)) => bail!("a benchmark job failed: {e}"),
+            Err(_) => bail!("the pipeline stopped without answering a job"),
+        }
+    }
+    let mut job_done_s = done_at.into_inner().unwrap_or_else(|e| e.into_inner());
+    job_done_s.sort_by(f64::total_cmp);
+    let steady_s_per_proof = match job_done_s.len() {
+        0 => 0.0,
+        1 => job_done_s[0],
+        n => (job_done_s[n - 1] - job_done_s[0]) / (n - 1) as f64,
+    };
+
+    let mut sums = StageBusy::default();
+    let mut count = 0usize;
+    for p in &proved {
+        for t in &p.timings {
+            count += 1;
+            sums.synthesis += t.synth_end_ms.saturating_sub(t.synth_start_ms) as f64 / 1e3;
+            sums.products += t.products_end_ms.saturating_sub(t.products_start_ms) as f64 / 1e3;
+            sums.start += t.start_end_ms.saturating_sub(t.start_start_ms) as f64 / 1e3;
+            sums.finish += t.finish_end_ms.saturating_sub(t.finish_start_ms) as f64 / 1e3;
+        }
+    }
+    let per = |x: f64, threads: usize| x / (wall_s * threads.max(1) as f64);
+    let busy = StageBusy {
+        synthesis: per(sums.synthesis, bench.synthesis_threads),
+        products: per(sums.products, gpus),
+        start: per(sums.start, gpus),
+        finish: per(sums.finish, bench.finalizer_threads),
+    };
+    let n = count.max(1) as f64;
+    let partition_s = StageBusy {
+        synthesis: sums.synthesis / n,
+        products: sums.products / n,
+        start: sums.start / n,
+        finish: sums.finish / n,
+    };
+    let gpu_idle = 1.0 - (sums.start / (wall_s * gpus.max(1) as f64)).min(1.0);
+
+    let report = PipelineReport {
+        proof: name.to_string(),
+        jobs: bench.jobs,
+        partitions_per_job: partitions,
+        backends: backend_names,
+        synthesis_threads: bench.synthesis_threads,
+        constraints: r1cs.constraints(),
+        verification: "skipped: shape-only inputs and a generated SRS cannot verify",
+        r1cs_s,
+        srs_gen_s,
+        witness_alone_s,
+        job_done_s,
+        steady_s_per_proof,
+        busy,
+        gpu_idle,
+        partition_s,
+        witness_census,
+        peak_rss_bytes: peak_rss_bytes(),
+        device_peak_bytes: bench.device_peaks.iter().map(|f| f()).collect(),
+    };
+    Ok(report)
+}
+
+/// Print the report as a table.
+pub fn print_table(r: &PipelineReport) {
+    let gb = |b: u64| b as f64 / 1e9;
+    eprintln!();
+    eprintln!(
+        "{} × {} ({} partitions of {} constraints) on {}; synthesis threads {}; verification {}",
+        r.jobs,
+        r.proof,
+        r.partitions_per_job,
+        r.constraints,
+        r.backends.join(", "),
+        r.synthesis_threads,
+        r.verification
+    );
+    eprintln!("| what | value |");
+    eprintln!("| --- | --- |");
+    eprintln!(
+        "| steady state, seconds per proof | {:.1} |",
+        r.steady_s_per_proof
+    );
+    eprintln!(
+        "| jobs done at (s) | {} |",
+        r.job_done_s
+            .iter()
+            .map(|s| format!("{s:.1}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    eprintln!(
+        "| one partition's witness alone (s) | {:.2} |",
+        r.witness_alone_s
+    );
+    eprintln!("| per partition: witness / products / start / G2 finish (s) | {:.2} / {:.2} / {:.2} / {:.2} |",
+        r.partition_s.synthesis, r.partition_s.products, r.partition_s.start, r.partition_s.finish);
+    eprintln!("| busy: synthesis / products / start / G2 finish | {:.0} % / {:.0} % / {:.0} % / {:.0} % |",
+        100.0 * r.busy.synthesis, 100.0 * r.busy.products, 100.0 * r.busy.start, 100.0 * r.busy.finish);
+    eprintln!("| GPU idle | {:.0} % |", 100.0 * r.gpu_idle);
+    eprintln!(
+        "| witness: zeros / ones / others | {:.1} % / {:.1} % / {:.2} % ({:.0} MB compact) |",
+        100.0 * r.witness_census.zeros,
+        100.0 * r.witness_census.ones,
+        100.0 * r.witness_census.others,
+        r.witness_census.compact_bytes as f64 / 1e6
+    );
+    eprintln!("| peak host RSS | {:.1} GB |", gb(r.peak_rss_bytes));
+    eprintln!(
+        "| peak device memory | {} |",
+        if r.device_peak_bytes.is_empty() {
+            "–".to_string()
+        } else {
+            r.device_peak_bytes
+                .iter()
+                .map(|b| format!("{:.1} GB", gb(*b)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    );
+    eprintln!(
+        "| before the run: constraints / SRS generation (s) | {:.1} / {:.1} |",
+        r.r1cs_s, r.srs_gen_s
+    );
+}
+
+/// The process's peak resident memory (VmHWM), in bytes; 0 where /proc does not tell.
+pub fn peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// An SRS with exactly the point counts a real `.params` file of this circuit has, and random
+/// points: each set is made in blocks of `T[j] + U[block]` from two small tables of random
+/// points (an addition and a share of a batch inversion per point, not a scalar
+/// multiplication), so a 32 GiB shape's ~47 GB take seconds on many cores.
+pub fn shaped_srs(r1cs: &R1cs, id: &str) -> Result<Srs> {
+    let domain = r1cs.constraints().next_power_of_two();
+    let a_len = r1cs.inputs + r1cs.a_aux_density.count();
+    let b_len = r1cs.b_input_density.count() + r1cs.b_aux_density.count();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0x5ba9e);
+    let g1 = |rng: &mut rand_chacha::ChaCha8Rng| {
+        (G1Projective::generator() * Fr::random(rng)).to_affine()
+    };
+    let g2 = |rng: &mut rand_chacha::ChaCha8Rng| {
+        (G2Projective::generator() * Fr::random(rng)).to_affine()
+    };
+    let vk = VerifyingKey {
+        alpha_g1: g1(&mut rng),
+        beta_g1: g1(&mut rng),
+        beta_g2: g2(&mut rng),
+        gamma_g2: g2(&mut rng),
+        delta_g1: g1(&mut rng),
+        delta_g2: g2(&mut rng),
+        ic: (0..r1cs.inputs).map(|_| g1(&mut rng)).collect(),
+    };
+    let g1_table = RandomPoints::<G1Projective>::new(&mut rng);
+    let g2_table = RandomPoints::<G2Projective>::new(&mut rng);
+    Ok(Srs {
+        id: id.to_string(),
+        vk,
+        h: g1_table.points::<G1Affine>(domain - 1, 1),
+        l: g1_table.points::<G1Affine>(r1cs.aux, 2),
+        a: g1_table.points::<G1Affine>(a_len, 3),
+        b_g1: g1_table.points::<G1Affine>(b_len, 4),
+        b_g2: g2_table.points::<G2Affine>(b_len, 5),
+    })
+}
+
+/// Two tables of random points; point `i` of set `salt` is `T[i mod B] + U[(i / B + salt) mod B]`.
+struct RandomPoints<G> {
+    t: Vec<G>,
+    u: Vec<G>,
+}
+
+const TABLE: usize = 1 << 12;
+
+impl<G: Group<Scalar = Fr> + BatchAffine + Send + Sync> RandomPoints<G> {
+    fn new(rng: &mut rand_chacha::ChaCha8Rng) -> Self {
+        let base = G::random(&mut *rng);
+        let (s, v) = (Fr::random(&mut *rng), Fr::random(&mut *rng));
+        // Two ladders from random points: `t[j] = base + j·s·G`, cheap to build (one addition each).
+        let (step_t, step_u) = (G::generator() * s, G::generator() * v);
+        let ladder = |start: G, step: G| {
+            let mut out = Vec::with_capacity(TABLE);
+            let mut p = start;
+            for _ in 0..TABLE {
+                out.push(p);
+                p += step;
+            }
+            out
+        };
+        RandomPoints {
+            t: ladder(base, step_t),
+            u: ladder(G::random(&mut *rng), step_u),
+        }
+    }
+
+    fn points<A: Copy + Default + Send>(&self, n: usize, salt: usize) -> Vec<A>
+    where
+        G: BatchAffine<AffineRepr = A>,
+    {
+        let mut out = vec![A::default(); n];
+        out.par_chunks_mut(TABLE)
+            .enumerate()
+            .for_each(|(block, chunk)| {
+                let offset = self.u[(block + salt) % TABLE];
+                let sums: Vec<G> = self.t[..chunk.len()].iter().map(|p| *p + offset).collect();
+                G::batch_affine(&sums, chunk);
+            });
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use filecoin_proofs_api::RegisteredSealProof;
+
+    /// The benchmark runs a 2 KiB shape through the pipeline on the CPU backend and reports
+    /// every stage; the SRS it makes has exactly the point counts of the real parameters.
+    #[test]
+    fn a_small_shape_runs_through_the_pipeline() {
+        std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", "/var/tmp/c2q-test-params");
+        let report = run(PipelineBench {
+            proof: RegisteredSealProof::StackedDrg2KiBV1_1,
+            jobs: 2,
+            backends: vec![Arc::new(crate::groth16::CpuBackend)],
+            device_peaks: vec![],
+            synthesis_threads: 1,
+            finalizer_threads: 1,
+        })
+        .expect("benchmark runs");
+        assert_eq!(report.jobs, 2);
+        assert_eq!(report.job_done_s.len(), 2);
+        assert!(report.steady_s_per_proof > 0.0);
+        assert!(report.partition_s.synthesis > 0.0 && report.partition_s.start > 0.0);
+        assert!(report.busy.start > 0.0 && report.busy.start <= 1.0);
+        assert!(report.peak_rss_bytes > 0);
+        let c = &report.witness_census;
+        assert!((c.zeros + c.ones + c.others - 1.0).abs() < 1e-9);
+        assert!(report.verification.starts_with("skipped"));
+
+        // The generated SRS has the shape a real parameter file of this circuit has.
+        let sealed =
+            crate::porep::testdata::seal_2kib(RegisteredSealProof::StackedDrg2KiBV1_1, 1000, 3, 4)
+                .expect("sealed");
+        let job = PorepJob::new(
+            C1Input {
+                output: sealed.c1,
+                sector_number: None,
+                shape_only: false,
+            },
+            1000,
+            3,
+        )
+        .expect("job");
+        let r1cs = job.r1cs().expect("constraints");
+        let shaped = shaped_srs(&r1cs, "shape").expect("srs");
+        let real = job.srs().expect("test parameters");
+        assert_eq!(
+            (
+                shaped.vk.ic.len(),
+                shaped.h.len(),
+                shaped.l.len(),
+                shaped.a.len(),
+                shaped.b_g1.len(),
+                shaped.b_g2.len()
+            ),
+            (
+                real.vk.ic.len(),
+                real.h.len(),
+                real.l.len(),
+                real.a.len(),
+                real.b_g1.len(),
+                real.b_g2.len()
+            )
+        );
+        assert_ne!(shaped.l[0], shaped.l[1]);
+    }
+}
