@@ -18,7 +18,8 @@ use super::limbs::{
 };
 use super::msm::{msm, msm_streamed, scratch_bytes};
 use super::ntt::Ntt;
-use crate::groth16::{Backend, CpuBackend, Density, Evaluations, G1Sums, Srs, Witness};
+use super::products::DeviceR1cs;
+use crate::groth16::{Backend, CpuBackend, Density, Evaluations, G1Sums, R1cs, Srs, Witness};
 
 /// Which backend proves: `auto` takes a usable GPU when there is one.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -102,6 +103,8 @@ impl Resident {
 struct State {
     ntt: Ntt,
     resident: Vec<Resident>,
+    /// The recorded constraints of the circuit proved last, when they fit beside its points.
+    constraints: Option<DeviceR1cs>,
     clock: u64,
 }
 
@@ -168,6 +171,7 @@ impl CudaBackend {
             state: Mutex::new(State {
                 ntt: Ntt::new(),
                 resident: Vec::new(),
+                constraints: None,
                 clock: 0,
             }),
         })
@@ -287,7 +291,8 @@ impl CudaBackend {
                     a: &r.a,
                     b_g1: &r.b_g1,
                 };
-                let (sums, phases) = start_resident(gpu, &mut st.ntt, sets, evals, witness)?;
+                let (sums, phases) =
+                    start_resident(gpu, &mut st.ntt, sets, Abc::Host(evals), witness)?;
                 tracing::debug!(gpu = %gpu.info, ?phases, "proving start");
                 Ok(sums)
             }
@@ -351,6 +356,23 @@ pub fn start_peak_bytes(domain: usize, msm_lens: [usize; 3]) -> usize {
     h_phase.max(msm_phase)
 }
 
+/// Where a proving start's A, B, C evaluations come from.
+pub enum Abc<'a> {
+    /// Made on the host: copied over.
+    Host(Evaluations),
+    /// Made on the device from the witness and the recorded constraints resident there.
+    Device(&'a DeviceR1cs),
+}
+
+impl Abc<'_> {
+    fn constraints(&self) -> usize {
+        match self {
+            Abc::Host(e) => e.constraints(),
+            Abc::Device(d) => d.rows,
+        }
+    }
+}
+
 /// One circuit's G1 point sets on the device.
 pub struct PointSets<'a> {
     pub h: &'a DevBuf<u32>,
@@ -392,11 +414,11 @@ pub fn start_resident(
     gpu: &Gpu,
     ntt: &mut Ntt,
     sets: PointSets,
-    evals: Evaluations,
+    abc: Abc,
     witness: &Witness,
 ) -> Result<(G1Sums, StartPhases)> {
     gpu.bind()?;
-    let n = evals.constraints();
+    let n = abc.constraints();
     let domain = n.max(1).next_power_of_two();
     let log_n = domain.trailing_zeros();
     let lens = [
@@ -422,36 +444,71 @@ pub fn start_resident(
     let mut phases = StartPhases::default();
     let total = Instant::now();
 
-    let Evaluations { a, b, c } = evals;
-    let t = Instant::now();
-    let da = upload_scalars_padded(gpu, Lane::Main, &a, domain)?;
-    phases.upload_a_ms = ms(t);
-    let t = Instant::now();
-    ntt.coset_evaluations(gpu, &da, log_n)?;
-    let tb = Instant::now();
-    let db = upload_scalars_padded(gpu, Lane::Copy, &b, domain)?;
-    phases.upload_b_ms = ms(tb);
-    gpu.wait_for(Lane::Main, Lane::Copy)?;
-    ntt.coset_evaluations(gpu, &db, log_n)?;
-    let tc = Instant::now();
-    let dc = upload_scalars_padded(gpu, Lane::Copy, &c, domain)?;
-    phases.upload_c_ms = ms(tc);
-    gpu.wait_for(Lane::Main, Lane::Copy)?;
-    ntt.coset_evaluations(gpu, &dc, log_n)?;
-    ntt.h_from_coset_evaluations(gpu, &da, &db, &dc, log_n)?;
-    let tw = Instant::now();
-    gpu.sync_lane(Lane::Main)?;
-    phases.h_wait_ms = ms(tw);
-    drop((db, dc));
-    phases.h_ms = ms(t);
+    // H from a, b, c: copied from the host (b and c while the GPU transforms a, then b), or
+    // made on the device from the witness and the recorded constraints.
+    let (host_abc, aux_on_device) = match abc {
+        Abc::Host(Evaluations { a, b, c }) => {
+            let t = Instant::now();
+            let da = upload_scalars_padded(gpu, Lane::Main, &a, domain)?;
+            phases.upload_a_ms = ms(t);
+            let t = Instant::now();
+            ntt.coset_evaluations(gpu, &da, log_n)?;
+            let tb = Instant::now();
+            let db = upload_scalars_padded(gpu, Lane::Copy, &b, domain)?;
+            phases.upload_b_ms = ms(tb);
+            gpu.wait_for(Lane::Main, Lane::Copy)?;
+            ntt.coset_evaluations(gpu, &db, log_n)?;
+            let tc = Instant::now();
+            let dc = upload_scalars_padded(gpu, Lane::Copy, &c, domain)?;
+            phases.upload_c_ms = ms(tc);
+            gpu.wait_for(Lane::Main, Lane::Copy)?;
+            ntt.coset_evaluations(gpu, &dc, log_n)?;
+            ntt.h_from_coset_evaluations(gpu, &da, &db, &dc, log_n)?;
+            let tw = Instant::now();
+            gpu.sync_lane(Lane::Main)?;
+            phases.h_wait_ms = ms(tw);
+            drop((db, dc));
+            phases.h_ms = ms(t);
+            (Some([a, b, c]), (da, None))
+        }
+        Abc::Device(constraints) => {
+            let t = Instant::now();
+            let dw = upload_scalars_padded(gpu, Lane::Main, &witness.aux, lens[0])?;
+            let din = upload_scalars_padded(gpu, Lane::Main, &witness.input, witness.input.len())?;
+            phases.upload_a_ms = ms(t);
+            let t = Instant::now();
+            let product = |which: usize| -> Result<DevBuf<u32>> {
+                let out = gpu.alloc::<u32>(domain * FR_LIMBS)?;
+                constraints.product(gpu, which, &dw, &din, &out, domain)?;
+                Ok(out)
+            };
+            let da = product(0)?;
+            ntt.coset_evaluations(gpu, &da, log_n)?;
+            let db = product(1)?;
+            ntt.coset_evaluations(gpu, &db, log_n)?;
+            let dc = product(2)?;
+            ntt.coset_evaluations(gpu, &dc, log_n)?;
+            ntt.h_from_coset_evaluations(gpu, &da, &db, &dc, log_n)?;
+            let tw = Instant::now();
+            gpu.sync_lane(Lane::Main)?;
+            phases.h_wait_ms = ms(tw);
+            drop((db, dc, din));
+            phases.h_ms = ms(t);
+            (None, (da, Some(dw)))
+        }
+    };
+    let (da, aux_on_device) = aux_on_device;
 
     let (h, witness) = std::thread::scope(|scope| {
-        let host_abc = [a, b, c];
         let copier = scope.spawn(move || -> Result<([DevBuf<u32>; 3], f64, f64)> {
             let t = Instant::now();
             gpu.bind()?;
+            let dl = match aux_on_device {
+                Some(dw) => dw,
+                None => upload_scalars_padded(gpu, Lane::Copy, &witness.aux, lens[0])?,
+            };
             let bufs = [
-                upload_scalars_padded(gpu, Lane::Copy, &witness.aux, lens[0])?,
+                dl,
                 upload_query(
                     gpu,
                     &[
@@ -508,18 +565,114 @@ pub fn start_resident(
     Ok((G1Sums { h, l, a, b_g1 }, phases))
 }
 
+impl CudaBackend {
+    /// Proving start with A, B, C made on this GPU from `r1cs`, which stays resident beside the
+    /// circuit's points when both fit with a proving start's working memory. `None` when they
+    /// do not (or the points are streamed): the caller makes A, B, C on the CPU.
+    fn start_from_constraints_locked(
+        &self,
+        st: &mut State,
+        srs: &Srs,
+        r1cs: &R1cs,
+        witness: &Witness,
+    ) -> Result<Option<G1Sums>> {
+        let gpu = &self.gpu;
+        gpu.bind()?;
+        let domain = r1cs.constraints().max(1).next_power_of_two();
+        if srs.h.len() + 1 != domain {
+            bail!(
+                "circuit needs a domain of {domain}, the parameters hold {} H points",
+                srs.h.len()
+            );
+        }
+        let lens = [
+            witness.aux.len(),
+            witness.a_query_len(),
+            witness.b_query_len(),
+        ];
+        // Besides the usual working memory, the witness is on the device while H is made.
+        let working = start_peak_bytes(domain, lens)
+            + (witness.aux.len() + witness.input.len()) * FR_LIMBS * 4
+            + super::ntt::twiddle_bytes(domain.trailing_zeros());
+        if st
+            .constraints
+            .as_ref()
+            .is_some_and(|d| d.id != r1cs.circuit_id)
+        {
+            st.constraints = None;
+        }
+        // The points first: keeping them resident matters more than products on the device.
+        let Some(i) = self.ensure_resident(st, srs, working)? else {
+            return Ok(None);
+        };
+        if st.constraints.is_none() {
+            let need = DeviceR1cs::bytes_for(r1cs);
+            let (free, _) = gpu.mem_info()?;
+            if need + working > free {
+                tracing::info!(circuit = %r1cs.circuit_id, need, free, working, "recorded constraints do not fit beside the points");
+                return Ok(None);
+            }
+            match DeviceR1cs::upload(gpu, r1cs) {
+                Ok(d) => {
+                    tracing::info!(circuit = %r1cs.circuit_id, bytes = d.bytes(), gpu = %gpu.info, "recorded constraints resident on the GPU");
+                    st.constraints = Some(d);
+                }
+                Err(e) if e.downcast_ref::<OutOfDeviceMemory>().is_some() => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        }
+        let State {
+            ntt,
+            resident,
+            constraints,
+            ..
+        } = st;
+        let (Some(r), Some(d)) = (resident.get(i), constraints.as_ref()) else {
+            return Ok(None);
+        };
+        let sets = PointSets {
+            h: &r.h,
+            l: &r.l,
+            a: &r.a,
+            b_g1: &r.b_g1,
+        };
+        let (sums, phases) = start_resident(gpu, ntt, sets, Abc::Device(d), witness)?;
+        tracing::debug!(gpu = %gpu.info, ?phases, "proving start, products on the device");
+        Ok(Some(sums))
+    }
+
+    fn state(&self) -> Result<std::sync::MutexGuard<'_, State>> {
+        self.state.lock().map_err(|_| {
+            anyhow!(
+                "GPU state poisoned by an earlier failure on {}",
+                self.gpu.info
+            )
+        })
+    }
+}
+
 impl Backend for CudaBackend {
     fn name(&self) -> String {
         format!("cuda:{}", self.gpu.info.ordinal)
     }
 
+    fn products_on_device(&self) -> bool {
+        true
+    }
+
+    fn start_from_constraints(
+        &self,
+        srs: &Srs,
+        r1cs: &R1cs,
+        witness: &Witness,
+    ) -> Result<Option<G1Sums>> {
+        let mut st = self.state()?;
+        self.start_from_constraints_locked(&mut st, srs, r1cs, witness)
+            .with_context(|| format!("proving start on {}", self.gpu.info))
+    }
+
     fn start(&self, srs: &Srs, evals: Evaluations, witness: &Witness) -> Result<G1Sums> {
-        let mut st = self.state.lock().map_err(|_| {
-            anyhow!(
-                "GPU state poisoned by an earlier failure on {}",
-                self.gpu.info
-            )
-        })?;
+        let mut st = self.state()?;
         self.start_locked(&mut st, srs, evals, witness)
             .with_context(|| format!("proving start on {}", self.gpu.info))
     }

@@ -409,6 +409,18 @@ pub fn gpu_check(args: &GpuCheckArgs) -> Result<bool> {
             "canary proof bytes, cpu = cuda",
             bytes(&cpu)? == bytes(&gpu_proof)?,
         );
+        // A, B, C made on the GPU from the recorded constraints: the worker's path.
+        let witness = job.synthesize(0)?.witness;
+        match backend.start_from_constraints(&canary, &*job.r1cs()?, &witness)? {
+            Some(sums) => {
+                let on_device = groth16::finish(&canary, &sums, &witness, r, s)?;
+                t.check(
+                    "canary proof bytes, cpu = cuda with products on the GPU",
+                    bytes(&cpu)? == bytes(&on_device)?,
+                );
+            }
+            None => t.check("canary: recorded constraints resident on the GPU", false),
+        }
         t.check("canary proof verifies", job.verify(&[gpu_proof]).is_ok());
     }
 
@@ -670,7 +682,13 @@ fn bench_partition(gpu: &Gpu, constraints: usize, rng: &mut ChaCha8Rng) -> Resul
         // Device memory beyond the point sets and the NTT's tables, which are allocated by now.
         let held = gpu.allocated();
         gpu.reset_peak();
-        let (sums, phases) = start_resident(gpu, &mut ntt, sets, evals, &witness)?;
+        let (sums, phases) = start_resident(
+            gpu,
+            &mut ntt,
+            sets,
+            super::backend::Abc::Host(evals),
+            &witness,
+        )?;
         device_peak_bytes = gpu.peak_allocated().saturating_sub(held);
         // Keep the results observable so that nothing is optimised away, and sanity-check
         // them.
@@ -887,10 +905,30 @@ fn porep_check(args: &GpuCheckArgs) -> Result<bool> {
             let cpu = groth16::prove(&CpuBackend, &srs, assignment.clone(), r, s)
                 .with_context(|| format!("CPU proof of {name} partition {k}"))?;
             let cpu_ms = ms(t0);
+            let witness = assignment.witness.clone();
             let t0 = Instant::now();
             let gpu = groth16::prove(&backend, &srs, assignment, r, s)
                 .with_context(|| format!("CUDA proof of {name} partition {k}"))?;
             let gpu_ms = ms(t0);
+            // The worker's path: A, B, C made on the GPU from the recorded constraints.
+            let on_device = backend
+                .start_from_constraints(&srs, &*job.r1cs()?, &witness)
+                .with_context(|| {
+                    format!("CUDA proof of {name} partition {k}, products on the GPU")
+                })?;
+            t.check(
+                &format!("{name} partition {k}: recorded constraints resident on the GPU"),
+                on_device.is_some(),
+            );
+            if let Some(sums) = on_device {
+                let proof = groth16::finish(&srs, &sums, &witness, r, s)?;
+                t.check(
+                    &format!(
+                        "{name} partition {k} proof bytes, cpu = cuda with products on the GPU"
+                    ),
+                    proof_bytes(&cpu)? == proof_bytes(&proof)?,
+                );
+            }
             println!(
                 "{name} partition {k}: synthesis {synth_ms:.1} ms, prove cpu {cpu_ms:.1} ms, \
                  cuda {gpu_ms:.1} ms"

@@ -64,6 +64,11 @@ const PROGRAMS: &[(&str, &str, &[&str])] = &[
         include_str!("../../kernels/gen.cu"),
         &["gen_scalars", "gen_points"],
     ),
+    (
+        "r1cs",
+        include_str!("../../kernels/r1cs.cu"),
+        &["r1cs_rows"],
+    ),
 ];
 
 /// NVRTC options besides the architecture. `.ci/check-kernels` compiles with the same ones.

@@ -13,6 +13,7 @@ pub mod large_check;
 pub mod limbs;
 pub mod msm;
 pub mod ntt;
+pub mod products;
 
 pub use backend::{select_backends, BackendChoice, CudaBackend};
 pub use device::{list_devices, DeviceInfo, Gpu, OutOfDeviceMemory};

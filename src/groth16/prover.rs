@@ -15,7 +15,7 @@ use anyhow::{ensure, Result};
 use blstrs::{G1Projective, G2Projective, Scalar as Fr};
 use group::{prime::PrimeCurveAffine, Curve};
 
-use super::{msm, Assignment, Evaluations, Proof, Srs, Witness};
+use super::{msm, Assignment, Evaluations, Proof, R1cs, Srs, Witness};
 
 /// The four G1 multiexps that proving start produces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,10 +37,34 @@ pub trait Backend: Send + Sync {
     fn name(&self) -> String;
 
     fn start(&self, srs: &Srs, evals: Evaluations, witness: &Witness) -> Result<G1Sums>;
+
+    /// Whether this backend can make the A, B, C evaluations itself from recorded constraints
+    /// (`start_from_constraints`), so that the pipeline need not make them on the CPU.
+    fn products_on_device(&self) -> bool {
+        false
+    }
+
+    /// Proving start from the witness alone, the evaluations made by the backend from the
+    /// recorded constraints. `Ok(None)` when it cannot for this circuit (the matrices do not
+    /// fit beside the parameters): the caller then makes them on the CPU and calls `start`.
+    fn start_from_constraints(
+        &self,
+        srs: &Srs,
+        r1cs: &R1cs,
+        witness: &Witness,
+    ) -> Result<Option<G1Sums>> {
+        let _ = (srs, r1cs, witness);
+        Ok(None)
+    }
 }
 
 /// Check that an assignment fits the SRS before any work is spent on it.
 pub fn check_shape(srs: &Srs, evals: &Evaluations, witness: &Witness) -> Result<()> {
+    check_counts(srs, evals.constraints(), witness)
+}
+
+/// `check_shape` for a circuit of `constraints` rows whose evaluations are yet to be made.
+pub fn check_counts(srs: &Srs, constraints: usize, witness: &Witness) -> Result<()> {
     ensure!(
         witness.input.len() == srs.vk.ic.len(),
         "circuit has {} public inputs, the parameters expect {}",
@@ -53,7 +77,7 @@ pub fn check_shape(srs: &Srs, evals: &Evaluations, witness: &Witness) -> Result<
         witness.aux.len(),
         srs.l.len()
     );
-    let domain = evals.constraints().next_power_of_two();
+    let domain = constraints.next_power_of_two();
     ensure!(
         srs.h.len() == domain - 1,
         "circuit needs a domain of {domain}, the parameters hold {} H points",

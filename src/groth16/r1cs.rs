@@ -66,6 +66,19 @@ impl SparseMatrix {
         self.terms.len()
     }
 
+    /// Where each row ends in `term_words` (in terms): row `r` is terms `ends[r-1]..ends[r]`.
+    pub fn ends(&self) -> &[u32] {
+        &self.ends
+    }
+
+    /// The terms as words, two per term: the variable (bit 31 set for an input) and the
+    /// coefficient's index in `R1cs::coefficients`. The form the GPU's products read.
+    pub fn term_words(&self) -> &[u32] {
+        let bytes = term_bytes(&self.terms);
+        // SAFETY: `Term` is two u32 (repr(C), 4-byte aligned); the length is exact.
+        unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast(), self.terms.len() * 2) }
+    }
+
     fn row(&self, r: usize) -> &[Term] {
         let start = if r == 0 { 0 } else { self.ends[r - 1] as usize };
         &self.terms[start..self.ends[r] as usize]
@@ -142,6 +155,11 @@ impl R1cs {
         };
         r1cs.derive_densities()?;
         Ok(r1cs)
+    }
+
+    /// The distinct coefficients the terms index (index 0 is one).
+    pub fn coefficients(&self) -> &[Fr] {
+        &self.coeffs
     }
 
     /// Constraints (rows), the input constraints included.

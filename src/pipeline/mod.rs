@@ -128,12 +128,14 @@ impl Pipeline {
             )?);
         }
         drop(to_products);
+        // Backends that make A, B, C on the device get the bare witness.
+        let on_device = backends.iter().all(|b| b.products_on_device());
         for i in 0..backends.len() {
             let (rx, tx, to_assemble) =
                 (products_rx.clone(), to_start.clone(), to_assemble.clone());
             threads.push(spawn(
                 &format!("c2q-products-{i}"),
-                Box::new(move || stages::products(rx, tx, to_assemble)),
+                Box::new(move || stages::products(rx, on_device, tx, to_assemble)),
             )?);
         }
         drop(to_start);
@@ -237,6 +239,44 @@ mod tests {
             self.0.fetch_add(1, Ordering::SeqCst);
             anyhow::bail!("device lost")
         }
+    }
+
+    /// A GPU that makes A, B, C itself but finds no room for this circuit's constraints.
+    struct NoRoom(AtomicUsize);
+
+    impl Backend for NoRoom {
+        fn name(&self) -> String {
+            "gpu without room".into()
+        }
+
+        fn products_on_device(&self) -> bool {
+            true
+        }
+
+        fn start_from_constraints(
+            &self,
+            _: &Srs,
+            _: &crate::groth16::R1cs,
+            _: &Witness,
+        ) -> Result<Option<G1Sums>> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(None)
+        }
+
+        fn start(&self, srs: &Srs, evals: Evaluations, witness: &Witness) -> Result<G1Sums> {
+            CpuBackend.start(srs, evals, witness)
+        }
+    }
+
+    #[test]
+    fn products_fall_back_to_the_cpu_when_the_gpu_has_no_room() {
+        let gpu = Arc::new(NoRoom(AtomicUsize::new(0)));
+        let pipeline = Pipeline::start(vec![gpu.clone() as Arc<dyn Backend>], 1, 1, 3)
+            .expect("pipeline starts");
+        let proved = prove_one(&pipeline, "no-room", 3).expect("proved and verified");
+        pipeline.shutdown();
+        assert_eq!(proved.proof.len(), 3 * 192);
+        assert_eq!(gpu.0.load(Ordering::SeqCst), 3);
     }
 
     fn prove_one(pipeline: &Pipeline, id: &str, partitions: usize) -> Result<Proved, StageError> {

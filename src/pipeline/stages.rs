@@ -15,8 +15,9 @@ use tokio::sync::oneshot;
 
 use super::{Progress, Proved, Stage, StageError, Submission};
 use crate::groth16::{
-    self, prover::check_shape, Assignment, Backend, CompactWitness, G1Sums, Proof, R1cs, Srs,
-    Witness,
+    self,
+    prover::{check_counts, check_shape},
+    Assignment, Backend, CompactWitness, G1Sums, Proof, R1cs, Srs, Witness,
 };
 use crate::job::{proof_bytes, ProofJob};
 use crate::schema::PartitionTiming;
@@ -72,8 +73,16 @@ pub(super) struct WitnessItem {
 pub(super) struct StartItem {
     ctx: Arc<JobCtx>,
     partition: usize,
-    assignment: Assignment,
+    prepared: Prepared,
     timing: PartitionTiming,
+}
+
+/// What the products stage hands to proving start.
+pub(super) enum Prepared {
+    /// Witness and evaluations, made on the CPU.
+    Assignment(Assignment),
+    /// The witness alone: the backends make the evaluations on the device.
+    Witness(Witness),
 }
 
 pub(super) struct FinishItem {
@@ -206,11 +215,12 @@ pub(super) fn synthesis(
     }
 }
 
-/// Expands a witness and evaluates A, B and C as sparse products with the recorded
-/// constraints, just before proving start needs them: only the partitions about to be proved
-/// hold full-size evaluations.
+/// Expands a witness and, unless the backends make them on the device, evaluates A, B and C as
+/// sparse products with the recorded constraints, just before proving start needs them: only
+/// the partitions about to be proved hold full-size values.
 pub(super) fn products(
     items: Receiver<WitnessItem>,
+    on_device: bool,
     to_start: Sender<StartItem>,
     to_assemble: Sender<AssembleItem>,
 ) {
@@ -226,14 +236,22 @@ pub(super) fn products(
         }
         timing.products_start_ms = ctx.ms();
         let r1cs = ctx.r1cs.clone();
-        match guarded(Stage::Synthesis, || r1cs.assignment(&witness)) {
-            Ok(assignment) => {
+        let prepared = guarded(Stage::Synthesis, || {
+            if on_device {
+                let (input, aux) = witness.expand();
+                Ok(Prepared::Witness(r1cs.witness(input, aux)?))
+            } else {
+                Ok(Prepared::Assignment(r1cs.assignment(&witness)?))
+            }
+        });
+        match prepared {
+            Ok(prepared) => {
                 drop(witness);
                 timing.products_end_ms = ctx.ms();
                 let item = StartItem {
                     ctx,
                     partition,
-                    assignment,
+                    prepared,
                     timing,
                 };
                 if to_start.send(item).is_err() {
@@ -241,6 +259,57 @@ pub(super) fn products(
                 }
             }
             Err(e) => fail(&to_assemble, ctx, partition, e),
+        }
+    }
+}
+
+/// Proving start from what the products stage prepared. A backend that makes the evaluations
+/// on the device but cannot for this circuit (its matrices do not fit beside the parameters)
+/// gets them made on the CPU here, and says so once.
+fn start_one(
+    backend: &dyn Backend,
+    ctx: &JobCtx,
+    prepared: Prepared,
+    told: &mut bool,
+) -> Result<(Witness, G1Sums), StageError> {
+    let srs = &ctx.srs;
+    match prepared {
+        Prepared::Assignment(Assignment { witness, evals }) => {
+            // A circuit that does not match its parameters is a parameters problem, not the
+            // backend's.
+            guarded(Stage::Srs, || check_shape(srs, &evals, &witness))?;
+            // `evals` is consumed: a/b/c memory goes as soon as the backend is done with it.
+            let sums = guarded(Stage::Start, || backend.start(srs, evals, &witness))?;
+            Ok((witness, sums))
+        }
+        Prepared::Witness(witness) => {
+            let r1cs = &ctx.r1cs;
+            guarded(Stage::Srs, || {
+                check_counts(srs, r1cs.constraints(), &witness)
+            })?;
+            let on_device = guarded(Stage::Start, || {
+                backend.start_from_constraints(srs, r1cs, &witness)
+            })?;
+            let sums = match on_device {
+                Some(sums) => sums,
+                None => {
+                    if !*told {
+                        *told = true;
+                        tracing::warn!(
+                            backend = %backend.name(),
+                            circuit = %r1cs.circuit_id,
+                            bytes = r1cs.bytes(),
+                            "the recorded constraints do not fit on this GPU beside the \
+                             parameters: A, B and C are made on the CPU (slower)"
+                        );
+                    }
+                    let evals = guarded(Stage::Synthesis, || {
+                        r1cs.evaluate(&witness.input, &witness.aux)
+                    })?;
+                    guarded(Stage::Start, || backend.start(srs, evals, &witness))?
+                }
+            };
+            Ok((witness, sums))
         }
     }
 }
@@ -291,27 +360,20 @@ pub(super) fn start(
     to_assemble: Sender<AssembleItem>,
 ) {
     let mut failures_in_a_row = 0u32;
+    let mut told = false;
     for item in items {
         let StartItem {
             ctx,
             partition,
-            assignment,
+            prepared,
             mut timing,
         } = item;
         if ctx.is_failed() {
             continue;
         }
         timing.start_start_ms = ctx.ms();
-        let Assignment { witness, evals } = assignment;
-        let srs = ctx.srs.clone();
-        // A circuit that does not match its parameters is a parameters problem, not the
-        // backend's.
-        let started = guarded(Stage::Srs, || check_shape(&srs, &evals, &witness)).and_then(|()| {
-            // `evals` is consumed: a/b/c memory goes as soon as the backend is done with it.
-            guarded(Stage::Start, || backend.start(&srs, evals, &witness))
-        });
-        match started {
-            Ok(sums) => {
+        match start_one(&*backend, &ctx, prepared, &mut told) {
+            Ok((witness, sums)) => {
                 failures_in_a_row = 0;
                 timing.start_end_ms = ctx.ms();
                 let item = FinishItem {
