@@ -56,14 +56,19 @@ pub fn sector_size_of(registered_proof: &str) -> Option<u64> {
 /// The estimate of a PoRep C2 job of this sector size and partition count, in a pipeline that
 /// keeps `in_flight` partitions alive.
 pub fn porep(sector_size: u64, partitions: u64, in_flight: u64) -> Estimate {
-    // (SRS resident bytes, per-partition working set), from the circuit sizes of
-    // filecoin-proofs v19 parameters; unknown sizes get the next larger row.
+    // (resident bytes: the SRS and the recorded constraints; per-partition working set), from
+    // the circuit sizes of filecoin-proofs v19 parameters; unknown sizes get the next larger
+    // row. 32 GiB and 64 GiB sectors have the same circuit (130,278,869 constraints): ~47 GB of
+    // points and 7.3 – 7.4 GB of recorded constraints on the host, and per full-size partition
+    // its witness (4.2 GB) plus, where A, B, C are made on the CPU, its evaluations (12.5 GB).
+    // Measured through the pipeline on one H200 (ops/bench/gpu-2026-12-01-h.md): peak RSS
+    // 77.3 GB at 32 GiB and 77.6 GB at 64 GiB, against the 100 GiB this reserves for one GPU.
     let (srs, per_partition) = match sector_size {
         s if s <= 2 * KIB => (64 * MIB, 64 * MIB),
         s if s <= 8 * MIB => (256 * MIB, 256 * MIB),
         s if s <= 512 * MIB => (2 * GIB, 2 * GIB),
-        s if s <= 32 * GIB => (48 * GIB, 16 * GIB),
-        _ => (96 * GIB, 32 * GIB),
+        s if s <= 64 * GIB => (52 * GIB, 16 * GIB),
+        _ => (104 * GIB, 32 * GIB),
     };
     Estimate {
         srs_key: format!("porep-{sector_size}"),
@@ -110,5 +115,17 @@ mod tests {
         assert_eq!(e.work(0), 0);
         // More partitions alive (more synthesis threads or GPUs): a larger reservation.
         assert_eq!(porep(32 * GIB, 10, 6).work(10), 6 * 16 * GIB);
+    }
+
+    /// 32 GiB and 64 GiB sectors prove the same circuit: the same memory, and it covers the
+    /// peak measured through the pipeline on one GPU (77.6 GB, three partitions alive).
+    #[test]
+    fn full_size_sectors_share_one_estimate_that_covers_the_measured_peak() {
+        let (e32, e64) = (porep(32 * GIB, 10, 3), porep(64 * GIB, 10, 3));
+        assert_eq!(
+            (e32.srs_bytes, e32.per_partition),
+            (e64.srs_bytes, e64.per_partition)
+        );
+        assert!(e64.total() >= 77_600_000_000);
     }
 }

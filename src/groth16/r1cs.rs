@@ -298,6 +298,25 @@ impl R1cs {
         })
     }
 
+    /// `Mᵀ·weights` for one of this circuit's matrices: per variable (inputs first, then aux),
+    /// the sum over its terms of coefficient × the weight of the term's row. With the Lagrange
+    /// basis at τ as weights, the QAP polynomials of every variable evaluated at τ (parameter
+    /// generation).
+    pub fn transposed_product(&self, m: &SparseMatrix, weights: &[Fr]) -> Vec<Fr> {
+        let mut out = vec![Fr::ZERO; self.inputs + self.aux];
+        for (r, weight) in weights.iter().enumerate().take(m.rows()) {
+            for t in m.row(r) {
+                let v = if t.var & INPUT_BIT == 0 {
+                    self.inputs + t.var as usize
+                } else {
+                    (t.var & !INPUT_BIT) as usize
+                };
+                out[v] += self.coeffs[t.coeff as usize] * weight;
+            }
+        }
+        out
+    }
+
     /// A partition's full assignment from its compact witness: the values expanded, the
     /// evaluations as sparse products.
     pub fn assignment(&self, witness: &CompactWitness) -> Result<Assignment> {

@@ -10,7 +10,7 @@
 use std::ops::AddAssign;
 
 use anyhow::{bail, Result};
-use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
+use bellperson::Circuit;
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar as Fr};
 use ff::Field;
 use group::{prime::PrimeCurveAffine, Curve, Group};
@@ -18,6 +18,7 @@ use rand_core::RngCore;
 use rayon::prelude::*;
 
 use super::curve::{batch_add_affine, AffineCoords, BatchAffine};
+use super::r1cs::R1cs;
 use super::{ntt, Srs, VerifyingKey};
 
 /// Reports long-running work: a stage name, then progress within it.
@@ -29,112 +30,6 @@ pub trait Progress: Sync {
 /// No progress output (tests, the in-process canary).
 pub struct Quiet;
 impl Progress for Quiet {}
-
-/// One term of a linear combination: variable (inputs flagged by the top bit), constraint row
-/// and coefficient.
-#[derive(Clone, Copy)]
-struct Term {
-    var: u32,
-    row: u32,
-    coeff: Fr,
-}
-
-const INPUT_FLAG: u32 = 1 << 31;
-
-/// A constraint system that records the circuit's shape and nothing else.
-struct ShapeBuilder {
-    inputs: usize,
-    aux: usize,
-    rows: usize,
-    a: Vec<Term>,
-    b: Vec<Term>,
-    c: Vec<Term>,
-    too_large: bool,
-}
-
-fn record(lc: &LinearCombination<Fr>, row: usize, out: &mut Vec<Term>) {
-    for (&i, coeff) in lc.iter_inputs() {
-        out.push(Term {
-            var: i as u32 | INPUT_FLAG,
-            row: row as u32,
-            coeff: *coeff,
-        });
-    }
-    for (&i, coeff) in lc.iter_aux() {
-        out.push(Term {
-            var: i as u32,
-            row: row as u32,
-            coeff: *coeff,
-        });
-    }
-}
-
-impl ConstraintSystem<Fr> for ShapeBuilder {
-    type Root = Self;
-
-    fn new() -> Self {
-        ShapeBuilder {
-            inputs: 0,
-            aux: 0,
-            rows: 0,
-            a: Vec::new(),
-            b: Vec::new(),
-            c: Vec::new(),
-            too_large: false,
-        }
-    }
-
-    fn alloc<F, A, AR>(&mut self, _: A, _: F) -> Result<Variable, SynthesisError>
-    where
-        F: FnOnce() -> Result<Fr, SynthesisError>,
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-    {
-        // No values exist at setup: the assignment closure is never called.
-        self.aux += 1;
-        self.too_large |= self.aux >= INPUT_FLAG as usize;
-        Ok(Variable::new_unchecked(Index::Aux(self.aux - 1)))
-    }
-
-    fn alloc_input<F, A, AR>(&mut self, _: A, _: F) -> Result<Variable, SynthesisError>
-    where
-        F: FnOnce() -> Result<Fr, SynthesisError>,
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-    {
-        self.inputs += 1;
-        Ok(Variable::new_unchecked(Index::Input(self.inputs - 1)))
-    }
-
-    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, a: LA, b: LB, c: LC)
-    where
-        A: FnOnce() -> AR,
-        AR: Into<String>,
-        LA: FnOnce(LinearCombination<Fr>) -> LinearCombination<Fr>,
-        LB: FnOnce(LinearCombination<Fr>) -> LinearCombination<Fr>,
-        LC: FnOnce(LinearCombination<Fr>) -> LinearCombination<Fr>,
-    {
-        let row = self.rows;
-        record(&a(LinearCombination::zero()), row, &mut self.a);
-        record(&b(LinearCombination::zero()), row, &mut self.b);
-        record(&c(LinearCombination::zero()), row, &mut self.c);
-        self.rows += 1;
-        self.too_large |= self.rows >= u32::MAX as usize;
-    }
-
-    fn push_namespace<NR, N>(&mut self, _: N)
-    where
-        NR: Into<String>,
-        N: FnOnce() -> NR,
-    {
-    }
-
-    fn pop_namespace(&mut self) {}
-
-    fn get_root(&mut self) -> &mut Self::Root {
-        self
-    }
-}
 
 /// A window table for fixed-base multiplication: `table[w][d] = d·2^(bits·w)·G`, affine, so
 /// that each multiplication is one mixed addition per window.
@@ -239,20 +134,7 @@ pub fn generate<C: Circuit<Fr>>(
     progress: &dyn Progress,
 ) -> Result<Srs> {
     progress.stage("synthesizing the circuit's shape");
-    let mut cs = ShapeBuilder::new();
-    cs.alloc_input(|| "one", || Ok(Fr::ONE))?;
-    circuit.synthesize(&mut cs)?;
-    for i in 0..cs.inputs {
-        cs.enforce(
-            || "",
-            |lc| lc + Variable::new_unchecked(Index::Input(i)),
-            |lc| lc,
-            |lc| lc,
-        );
-    }
-    if cs.too_large {
-        bail!("circuit is too large for the parameter generator");
-    }
+    let cs = R1cs::record(id, circuit)?;
 
     let t = Trapdoor {
         alpha: nonzero(rng),
@@ -265,7 +147,7 @@ pub fn generate<C: Circuit<Fr>>(
     let g2 = G2Projective::random(&mut *rng);
 
     progress.stage("evaluating the QAP at tau");
-    let domain = ntt::Domain::for_len(cs.rows)?;
+    let domain = ntt::Domain::for_len(cs.constraints())?;
     let n = domain.size();
     let mut lagrange = vec![Fr::ZERO; n];
     lagrange
@@ -290,25 +172,15 @@ pub fn generate<C: Circuit<Fr>>(
     ntt::intt(&mut lagrange, &domain);
 
     let vars = cs.inputs + cs.aux;
-    let column = |terms: &[Term]| {
-        let mut out = vec![Fr::ZERO; vars];
-        for term in terms {
-            let v = if term.var & INPUT_FLAG != 0 {
-                (term.var & !INPUT_FLAG) as usize
-            } else {
-                cs.inputs + term.var as usize
-            };
-            out[v] += term.coeff * lagrange[term.row as usize];
-        }
-        out
-    };
     let (at, (bt, ct)) = rayon::join(
-        || column(&cs.a),
-        || rayon::join(|| column(&cs.b), || column(&cs.c)),
+        || cs.transposed_product(&cs.a, &lagrange),
+        || {
+            rayon::join(
+                || cs.transposed_product(&cs.b, &lagrange),
+                || cs.transposed_product(&cs.c, &lagrange),
+            )
+        },
     );
-    drop(cs.a);
-    drop(cs.b);
-    drop(cs.c);
     drop(lagrange);
 
     // IC (inputs) and L (aux): (β·A + α·B + C) / γ and / δ.
