@@ -78,21 +78,6 @@ DEV void store_xyzz(u32* base, u64 i, const Xyzz& p) {
     store_fp(base + i * 48 + 36, p.zzz);
 }
 
-DEV Fr load_fr8(const u32* base, u64 i) {
-    const uint4* q = (const uint4*)(base + i * 8);
-    uint4 a = q[0], b = q[1];
-    Fr r;
-    r.v[0] = a.x; r.v[1] = a.y; r.v[2] = a.z; r.v[3] = a.w;
-    r.v[4] = b.x; r.v[5] = b.y; r.v[6] = b.z; r.v[7] = b.w;
-    return r;
-}
-
-DEV void store_fr8(u32* base, u64 i, const Fr& x) {
-    uint4* q = (uint4*)(base + i * 8);
-    q[0] = make_uint4(x.v[0], x.v[1], x.v[2], x.v[3]);
-    q[1] = make_uint4(x.v[4], x.v[5], x.v[6], x.v[7]);
-}
-
 // Appends `take` to a list shared by the warp with one atomic per warp; returns this lane's slot.
 DEV u32 warp_append(bool take, u32* counter) {
     const u32 lane = threadIdx.x & 31;
@@ -112,7 +97,7 @@ extern "C" __global__ void msm_classify(const u32* scalars, u32 n, u32* one_idx,
                                         u32* other_idx, u32* other_scalars, u32* counters) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     bool active = i < n;
-    Fr s = active ? load_fr8(scalars, i) : fe_zero<FrTag>();
+    Fr s = active ? load_fr(scalars, i) : fe_zero<FrTag>();
     bool zero = fe_is_zero<FrTag>(s);
     bool one = active && !zero && fe_is_one<FrTag>(s);
     bool other = active && !zero && !one;
@@ -121,7 +106,7 @@ extern "C" __global__ void msm_classify(const u32* scalars, u32 n, u32* one_idx,
     if (one) one_idx[slot_one] = i;
     if (other) {
         other_idx[slot_other] = i;
-        store_fr8(other_scalars, slot_other, fe_from_mont<FrTag>(s));
+        store_fr(other_scalars, slot_other, fe_from_mont<FrTag>(s));
     }
 }
 
@@ -131,7 +116,7 @@ extern "C" __global__ void msm_digits(const u32* scalars, u32 m, u32 c, u32 wind
                                       u32* digits) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= m) return;
-    Fr s = load_fr8(scalars, i);
+    Fr s = load_fr(scalars, i);
     const u32 half = 1u << (c - 1);
     const u64 mask = ((u64)1 << c) - 1;
     u32 carry = 0;

@@ -10,21 +10,6 @@
 
 #define INPUT_BIT 0x80000000u
 
-DEV Fr load_fr(const u32* base, u64 i) {
-    const uint4* q = (const uint4*)(base + i * 8);
-    uint4 a = q[0], b = q[1];
-    Fr r;
-    r.v[0] = a.x; r.v[1] = a.y; r.v[2] = a.z; r.v[3] = a.w;
-    r.v[4] = b.x; r.v[5] = b.y; r.v[6] = b.z; r.v[7] = b.w;
-    return r;
-}
-
-DEV void store_fr(u32* base, u64 i, const Fr& x) {
-    uint4* q = (uint4*)(base + i * 8);
-    q[0] = make_uint4(x.v[0], x.v[1], x.v[2], x.v[3]);
-    q[1] = make_uint4(x.v[4], x.v[5], x.v[6], x.v[7]);
-}
-
 DEV bool fr_equal(const Fr& a, const Fr& b) {
     u32 d = 0;
 #pragma unroll
