@@ -150,8 +150,9 @@ struct ProveArgs {
     /// Device memory c2q may use on each GPU, in GiB (default: all of it).
     #[arg(long, value_name = "GIB")]
     gpu_memory_gib: Option<f64>,
-    /// Partitions synthesized at once (default: one more than the backends). Each holds a
-    /// partition's evaluations and witness in memory (~16 GiB for a 32 GiB sector).
+    /// Partitions whose witnesses are computed at once (default: one more than the backends).
+    /// Each partition's witness already uses every core (one challenge per thread) and waits
+    /// compact (~90 MB for a 32 GiB sector).
     #[arg(long)]
     synthesis_threads: Option<usize>,
 }

@@ -74,10 +74,13 @@ impl ConstraintSystem<Fr> for WitnessBuilder {
         AR: Into<String>,
     {
         let value = f()?;
+        // Indices are never read back here (no constraint is built); they are the ones a full
+        // synthesis would give while values are kept.
+        let index = self.aux.len();
         if self.skip_before.is_none() {
             self.aux.push(value);
         }
-        Ok(Variable::new_unchecked(Index::Aux(self.aux.len())))
+        Ok(Variable::new_unchecked(Index::Aux(index)))
     }
 
     fn alloc_input<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
@@ -87,10 +90,11 @@ impl ConstraintSystem<Fr> for WitnessBuilder {
         AR: Into<String>,
     {
         let value = f()?;
+        let index = self.input.len();
         if self.skip_before.is_none() {
             self.input.push(value);
         }
-        Ok(Variable::new_unchecked(Index::Input(self.input.len())))
+        Ok(Variable::new_unchecked(Index::Input(index)))
     }
 
     fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, _: LA, _: LB, _: LC)
