@@ -493,7 +493,15 @@ mod tests {
         assert!((c.zeros + c.ones + c.others - 1.0).abs() < 1e-9);
         assert!(report.verification.starts_with("skipped"));
 
-        // The generated SRS has the shape a real parameter file of this circuit has.
+        // The generated SRS has the shape a real parameter file of this circuit has (made here
+        // when missing; other tests may be making them at the same time: `ensure` locks).
+        let dir = std::path::Path::new("/var/tmp/c2q-test-params");
+        crate::porep::params::ensure(
+            RegisteredSealProof::StackedDrg2KiBV1_1,
+            dir,
+            &crate::groth16::setup::Quiet,
+        )
+        .expect("2 KiB test parameters");
         let sealed =
             crate::porep::testdata::seal_2kib(RegisteredSealProof::StackedDrg2KiBV1_1, 1000, 3, 4)
                 .expect("sealed");

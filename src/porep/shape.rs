@@ -600,6 +600,8 @@ mod tests {
     /// A shape-only C1 has the structure of a real sealed sector of the same proof type, down to
     /// every array length, and synthesizes into the same circuit.
     fn same_as_sealed(proof: RegisteredSealProof, miner: u64, sector: u64) {
+        // Synthesis records the circuit's constraints beside the parameters: the test ones.
+        std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", "/var/tmp/c2q-test-params");
         let sealed = testdata::seal_2kib(proof, miner, sector, 9).unwrap();
         let shape = generate(proof, miner, sector, 9, &quiet).unwrap();
 
