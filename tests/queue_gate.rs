@@ -16,11 +16,12 @@ const MIB: u64 = 1 << 20;
 async fn a_new_job_goes_to_the_free_worker_and_rss_stays_under_budget() {
     let env = Env::new("gate");
     // Worker A's job budget (total minus the 256 MiB baseline) admits one canary job at a
-    // time: after one is admitted (80 MiB), the worst-case reservation for the next no longer
-    // fits (a 2 KiB PoRep job: 64 MiB of parameters and 64 MiB for each of the 4 partitions the
-    // default pipeline keeps alive, 2 synthesizing and 2 for its one proving thread: 320 MiB).
+    // time: after one is admitted (64 MiB: 16 of parameters and 16 for each of the 3 full-size
+    // partitions the default pipeline keeps alive, 2 for its one GPU and 1 for the finalizer),
+    // the worst-case reservation for the next no longer fits (a 2 KiB PoRep job: 64 MiB of
+    // parameters and 3 × 64 MiB: 256 MiB).
     let mut small = env.config.clone();
-    let budget = 256 * MIB + 340 * MIB;
+    let budget = 256 * MIB + 310 * MIB;
     small.gate.budget_bytes = Some(budget);
     let a = env.spawn_worker_with("A", &small);
     a.wait_log("worker started", T).await;
