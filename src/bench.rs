@@ -22,7 +22,7 @@ use serde::Serialize;
 use tokio::sync::oneshot;
 
 use crate::groth16::curve::BatchAffine;
-use crate::groth16::{Assignment, Backend, CompactWitness, Proof, R1cs, Srs, VerifyingKey};
+use crate::groth16::{Backend, CompactWitness, Proof, R1cs, Srs, VerifyingKey};
 use crate::job::ProofJob;
 use crate::pipeline::{Pipeline, Proved, Submission};
 use crate::porep::{self, C1Input, PorepJob};
@@ -59,10 +59,6 @@ impl ProofJob for BenchJob {
 
     fn witness(&self, partition: usize) -> Result<CompactWitness> {
         self.job.witness(partition)
-    }
-
-    fn synthesize(&self, partition: usize) -> Result<Assignment> {
-        self.job.synthesize(partition)
     }
 
     /// Random values and a random SRS: there is nothing a verifier could accept. Skipped; the

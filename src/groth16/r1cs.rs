@@ -230,17 +230,22 @@ impl R1cs {
         Ok(())
     }
 
-    /// The A, B and C evaluations for a witness: `(M·w)_r` for every row `r`.
-    pub fn evaluate(&self, input: &[Fr], aux: &[Fr]) -> Result<Evaluations> {
+    /// A witness of `inputs` and `aux` values belongs to this circuit.
+    fn check_witness(&self, inputs: usize, aux: usize) -> Result<()> {
         ensure!(
-            input.len() == self.inputs && aux.len() == self.aux,
-            "witness has {} inputs and {} aux variables, the recorded circuit {} has {} and {}",
-            input.len(),
-            aux.len(),
+            inputs == self.inputs && aux == self.aux,
+            "witness has {inputs} inputs and {aux} aux variables, the recorded circuit {} has {} \
+             and {}",
             self.circuit_id,
             self.inputs,
             self.aux
         );
+        Ok(())
+    }
+
+    /// The A, B and C evaluations for a witness: `(M·w)_r` for every row `r`.
+    pub fn evaluate(&self, input: &[Fr], aux: &[Fr]) -> Result<Evaluations> {
+        self.check_witness(input.len(), aux.len())?;
         let product = |m: &SparseMatrix| {
             let mut out = Vec::new();
             (0..m.rows())
@@ -280,15 +285,7 @@ impl R1cs {
 
     /// A full witness from its values, with this circuit's densities.
     pub fn witness(&self, input: Vec<Fr>, aux: Vec<Fr>) -> Result<Witness> {
-        ensure!(
-            input.len() == self.inputs && aux.len() == self.aux,
-            "witness has {} inputs and {} aux variables, the recorded circuit {} has {} and {}",
-            input.len(),
-            aux.len(),
-            self.circuit_id,
-            self.inputs,
-            self.aux
-        );
+        self.check_witness(input.len(), aux.len())?;
         Ok(Witness {
             input,
             aux,

@@ -62,6 +62,27 @@ struct TreePartitions<Tree: 'static + MerkleTreeTrait> {
     proofs: Vec<Vec<stacked::Proof<Tree, DefaultPieceHasher>>>,
 }
 
+impl<Tree: 'static + MerkleTreeTrait> TreePartitions<Tree> {
+    /// Partition `k`'s circuit over `proofs` (all of its challenges, or some of them).
+    fn circuit(
+        &self,
+        k: usize,
+        // storage-proofs takes the vanilla proofs as a `Vec`.
+        #[allow(clippy::ptr_arg)] proofs: &Vec<stacked::Proof<Tree, DefaultPieceHasher>>,
+    ) -> Result<stacked::StackedCircuit<Tree, DefaultPieceHasher>> {
+        <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<
+            StackedDrg<'_, Tree, DefaultPieceHasher>,
+            _,
+        >>::circuit(
+            &self.public_inputs,
+            (),
+            proofs,
+            &self.vanilla_params,
+            Some(k),
+        )
+    }
+}
+
 impl<Tree: 'static + MerkleTreeTrait> Partitions for TreePartitions<Tree> {
     fn count(&self) -> usize {
         self.proofs.len()
@@ -92,16 +113,7 @@ impl<Tree: 'static + MerkleTreeTrait> Partitions for TreePartitions<Tree> {
                 .into_par_iter()
                 .map(|i| {
                     let one = vec![proofs[i].clone()];
-                    let circuit = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<
-                        StackedDrg<'_, Tree, DefaultPieceHasher>,
-                        _,
-                    >>::circuit(
-                        &self.public_inputs,
-                        Default::default(),
-                        &one,
-                        &self.vanilla_params,
-                        Some(k),
-                    )?;
+                    let circuit = self.circuit(k, &one)?;
                     let mut cs = if i == 0 {
                         let mut cs = WitnessBuilder::new();
                         cs.alloc_input(|| "one", || Ok(Fr::ONE))?;
@@ -141,31 +153,13 @@ impl<Tree: 'static + MerkleTreeTrait> Partitions for TreePartitions<Tree> {
 
     #[cfg(test)]
     fn sequential_assignment(&self, k: usize) -> Result<crate::groth16::Assignment> {
-        let circuit = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<
-            StackedDrg<'_, Tree, DefaultPieceHasher>,
-            _,
-        >>::circuit(
-            &self.public_inputs,
-            Default::default(),
-            &self.proofs[k],
-            &self.vanilla_params,
-            Some(k),
-        )?;
+        let circuit = self.circuit(k, &self.proofs[k])?;
         Ok(crate::groth16::synthesize(circuit)?)
     }
 
     #[cfg(test)]
     fn reference_proof(&self, k: usize, srs: &Srs, r: Fr, s: Fr) -> Result<Proof> {
-        let circuit = <StackedCompound<Tree, DefaultPieceHasher> as CompoundProof<
-            StackedDrg<'_, Tree, DefaultPieceHasher>,
-            _,
-        >>::circuit(
-            &self.public_inputs,
-            Default::default(),
-            &self.proofs[k],
-            &self.vanilla_params,
-            Some(k),
-        )?;
+        let circuit = self.circuit(k, &self.proofs[k])?;
         let params = bellperson::groth16::Parameters {
             vk: srs.vk.clone(),
             h: Arc::new(srs.h.clone()),
