@@ -42,6 +42,7 @@ template <class A, class B>
 inline std::common_type_t<A, B> max(A a, B b) { return a < b ? b : a; }
 
 inline int __popc(unsigned v) { return __builtin_popcount(v); }
+inline int __popcll(unsigned long long v) { return __builtin_popcountll(v); }
 inline int __ffs(unsigned v) { return __builtin_ffs((int)v); }
 
 // Warp-synchronous intrinsics would need the threads of a warp to run in lock step, which this

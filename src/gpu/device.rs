@@ -69,6 +69,11 @@ const PROGRAMS: &[(&str, &str, &[&str])] = &[
         include_str!("../../kernels/r1cs.cu"),
         &["r1cs_rows"],
     ),
+    (
+        "witness",
+        include_str!("../../kernels/witness.cu"),
+        &["witness_expand", "witness_select"],
+    ),
 ];
 
 /// NVRTC options besides the architecture. `.ci/check-kernels` compiles with the same ones.

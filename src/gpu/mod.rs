@@ -14,6 +14,7 @@ pub mod limbs;
 pub mod msm;
 pub mod ntt;
 pub mod products;
+pub mod witness;
 
 pub use backend::{select_backends, BackendChoice, CudaBackend};
 pub use device::{list_devices, DeviceInfo, Gpu, OutOfDeviceMemory};

@@ -6,7 +6,10 @@ use anyhow::{ensure, Result};
 
 use super::device::{DevBuf, Gpu, Lane};
 use super::limbs::{scalars_as_limbs, FR_LIMBS};
-use crate::groth16::R1cs;
+use super::witness::{self, DeviceDensity};
+use blstrs::Scalar as Fr;
+
+use crate::groth16::{Density, PackedWitness, R1cs};
 
 const BLOCK: u32 = 256;
 
@@ -17,7 +20,8 @@ struct DeviceMatrix {
     rows: usize,
 }
 
-/// A circuit's recorded constraints on the device.
+/// A circuit's recorded constraints on the device, with the densities its queries are
+/// selected by.
 pub struct DeviceR1cs {
     /// The circuit id they were recorded for.
     pub id: String,
@@ -26,6 +30,22 @@ pub struct DeviceR1cs {
     pub rows: usize,
     matrices: [DeviceMatrix; 3],
     coeffs: DevBuf<u32>,
+    a_aux_density: DeviceDensity,
+    b_aux_density: DeviceDensity,
+    /// A few hundred inputs at most: selected on the host.
+    b_input_density: Density,
+}
+
+/// A partition's witness on the device: the values, and the A and B queries' scalars.
+pub struct DeviceWitness {
+    pub input: DevBuf<u32>,
+    pub aux: DevBuf<u32>,
+}
+
+/// The A and B queries' scalars on the device.
+pub struct DeviceQueries {
+    pub a: DevBuf<u32>,
+    pub b: DevBuf<u32>,
 }
 
 impl DeviceR1cs {
@@ -33,7 +53,12 @@ impl DeviceR1cs {
     pub fn bytes_for(r1cs: &R1cs) -> usize {
         let m =
             |m: &crate::groth16::r1cs::SparseMatrix| (m.ends().len() + m.term_words().len()) * 4;
-        m(&r1cs.a) + m(&r1cs.b) + m(&r1cs.c) + r1cs.coefficients().len() * FR_LIMBS * 4
+        m(&r1cs.a)
+            + m(&r1cs.b)
+            + m(&r1cs.c)
+            + r1cs.coefficients().len() * FR_LIMBS * 4
+            + DeviceDensity::bytes_for(&r1cs.a_aux_density)
+            + DeviceDensity::bytes_for(&r1cs.b_aux_density)
     }
 
     pub fn upload(gpu: &Gpu, r1cs: &R1cs) -> Result<DeviceR1cs> {
@@ -57,6 +82,9 @@ impl DeviceR1cs {
             rows: r1cs.constraints(),
             matrices: [matrix(&r1cs.a)?, matrix(&r1cs.b)?, matrix(&r1cs.c)?],
             coeffs,
+            a_aux_density: DeviceDensity::upload(gpu, &r1cs.a_aux_density)?,
+            b_aux_density: DeviceDensity::upload(gpu, &r1cs.b_aux_density)?,
+            b_input_density: r1cs.b_input_density.clone(),
         };
         gpu.sync_lane(Lane::Main)?;
         Ok(uploaded)
@@ -68,6 +96,63 @@ impl DeviceR1cs {
             .map(|m| m.ends.bytes() + m.terms.bytes())
             .sum::<usize>()
             + self.coeffs.bytes()
+            + self.a_aux_density.bytes()
+            + self.b_aux_density.bytes()
+    }
+
+    /// Scalars of the A query: every input, then the aux variables A uses.
+    pub fn a_query_len(&self) -> usize {
+        self.inputs + self.a_aux_density.count()
+    }
+
+    /// Scalars of the B query (G1 and G2): the inputs and aux variables B uses.
+    pub fn b_query_len(&self) -> usize {
+        self.b_input_density.count() + self.b_aux_density.count()
+    }
+
+    /// A packed witness of this circuit onto the device, expanded there (`gpu::witness`).
+    pub fn witness(&self, gpu: &Gpu, w: &PackedWitness) -> Result<DeviceWitness> {
+        ensure!(
+            w.input.len() == self.inputs && w.aux.len() == self.aux,
+            "a witness of {} inputs and {} aux variables for constraints recorded with {} and {}",
+            w.input.len(),
+            w.aux.len(),
+            self.inputs,
+            self.aux
+        );
+        let input = gpu.alloc::<u32>(self.inputs.max(1) * FR_LIMBS)?;
+        gpu.upload(&input, 0, scalars_as_limbs(&w.input))?;
+        let aux = witness::expand(gpu, &w.aux, self.aux)?;
+        Ok(DeviceWitness { input, aux })
+    }
+
+    /// Bytes `witness` leaves on the device, and the most it holds meanwhile.
+    pub fn witness_bytes(&self, w: &PackedWitness) -> (usize, usize) {
+        let held = (self.inputs.max(1) + self.aux.max(1)) * FR_LIMBS * 4;
+        (held, held + witness::expand_scratch_bytes(&w.aux))
+    }
+
+    /// The A and B queries' scalars, selected on the device from `w` (queued on the main lane).
+    pub fn queries(&self, gpu: &Gpu, w: &DeviceWitness, input: &[Fr]) -> Result<DeviceQueries> {
+        ensure!(
+            input.len() == self.inputs,
+            "{} inputs for constraints recorded with {}",
+            input.len(),
+            self.inputs
+        );
+        let a = gpu.alloc::<u32>(self.a_query_len().max(1) * FR_LIMBS)?;
+        gpu.upload(&a, 0, scalars_as_limbs(input))?;
+        self.a_aux_density.select(gpu, &w.aux, &a, self.inputs)?;
+        let b = gpu.alloc::<u32>(self.b_query_len().max(1) * FR_LIMBS)?;
+        let b_inputs = self.b_input_density.select(input);
+        gpu.upload(&b, 0, scalars_as_limbs(&b_inputs))?;
+        self.b_aux_density.select(gpu, &w.aux, &b, b_inputs.len())?;
+        Ok(DeviceQueries { a, b })
+    }
+
+    /// Device bytes of the two queries.
+    pub fn queries_bytes(&self) -> usize {
+        (self.a_query_len().max(1) + self.b_query_len().max(1)) * FR_LIMBS * 4
     }
 
     /// Queue matrix `which` (0 = A, 1 = B, 2 = C) times the witness (`aux` and `inputs`, device

@@ -20,7 +20,7 @@ pub use cpu::CpuBackend;
 pub use prover::{finish, prove, Backend, G1Sums};
 pub use r1cs::{R1cs, R1csCache};
 pub use srs::{Srs, SrsCache};
-pub use witness::{CompactWitness, WitnessBuilder};
+pub use witness::{CompactValues, CompactWitness, PackedWitness, WitnessBuilder};
 
 /// Proofs as bellperson writes them: 192 bytes (compressed A, B, C).
 pub type Proof = bellperson::groth16::Proof<blstrs::Bls12>;

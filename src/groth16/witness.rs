@@ -187,6 +187,59 @@ impl CompactValues {
     pub fn bytes(&self) -> usize {
         (self.ones.len() + self.others.len()) * 8 + self.values.len() * 32
     }
+
+    /// Which values are one: 64 a word, value i at bit i % 64 of word i / 64.
+    pub fn ones_words(&self) -> &[u64] {
+        &self.ones
+    }
+
+    /// Which values are neither zero nor one, laid out as `ones_words`.
+    pub fn others_words(&self) -> &[u64] {
+        &self.others
+    }
+
+    /// The values that are neither zero nor one, in order.
+    pub fn values(&self) -> &[Fr] {
+        &self.values
+    }
+
+    /// The pieces one after another, as one piece: what a device expands in one pass.
+    pub fn concat(pieces: &[CompactValues]) -> CompactValues {
+        let len = pieces.iter().map(CompactValues::len).sum::<usize>();
+        let mut out = CompactValues {
+            len: 0,
+            ones: vec![0; len.div_ceil(64)],
+            others: vec![0; len.div_ceil(64)],
+            values: Vec::with_capacity(pieces.iter().map(|p| p.values.len()).sum()),
+        };
+        for p in pieces {
+            or_bits_at(&mut out.ones, out.len, &p.ones, p.len);
+            or_bits_at(&mut out.others, out.len, &p.others, p.len);
+            out.values.extend_from_slice(&p.values);
+            out.len += p.len;
+        }
+        out
+    }
+}
+
+/// ORs the first `n` bits of `src` into `dst` from bit `at` on (`dst` long enough).
+fn or_bits_at(dst: &mut [u64], at: usize, src: &[u64], n: usize) {
+    let (base, shift) = (at / 64, at % 64);
+    for (k, &word) in src.iter().enumerate().take(n.div_ceil(64)) {
+        // Bits past `n` must not land on the next piece's first bits.
+        let left = n - k * 64;
+        let word = if left < 64 {
+            word & ((1u64 << left) - 1)
+        } else {
+            word
+        };
+        dst[base + k] |= word << shift;
+        if shift != 0 {
+            if let Some(next) = dst.get_mut(base + k + 1) {
+                *next |= word >> (64 - shift);
+            }
+        }
+    }
 }
 
 /// Zeros, ones and other values in a witness.
@@ -248,6 +301,34 @@ impl CompactWitness {
     pub fn expand(&self) -> (Vec<Fr>, Vec<Fr>) {
         (expand(&self.input), expand(&self.aux))
     }
+
+    /// The form a device takes: the few inputs expanded, the aux pieces joined into one.
+    pub fn packed(&self) -> PackedWitness {
+        PackedWitness {
+            input: expand(&self.input),
+            aux: CompactValues::concat(&self.aux),
+        }
+    }
+}
+
+/// A partition's witness as it goes to a device: the public inputs (a few hundred values) in
+/// full, the aux variables as one compact piece (~90 MB for a 32 GiB partition), expanded on
+/// the device (`gpu::witness`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PackedWitness {
+    pub input: Vec<Fr>,
+    pub aux: CompactValues,
+}
+
+impl PackedWitness {
+    /// The aux values in full, expanded on the host: for a device that cannot take it.
+    pub fn expand_aux(&self) -> Vec<Fr> {
+        expand(std::slice::from_ref(&self.aux))
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.input.len() * 32 + self.aux.bytes()
+    }
 }
 
 fn expand(pieces: &[CompactValues]) -> Vec<Fr> {
@@ -299,6 +380,48 @@ fn expand_words(ones: &[u64], others: &[u64], values: &[Fr], out: &mut [Fr]) {
                 // The bitmaps and values are built together: there is a value for every bit.
                 *slot = next.next().copied().unwrap_or(Fr::ZERO);
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    fn random_values(rng: &mut impl Rng, n: usize) -> Vec<Fr> {
+        (0..n)
+            .map(|_| match rng.gen_range(0..10) {
+                0..=4 => Fr::ZERO,
+                5..=8 => Fr::ONE,
+                _ => Fr::random(&mut *rng),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn pieces_joined_into_one_expand_to_the_values_in_order() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        // Lengths that start pieces at every kind of offset within a word, and an empty one.
+        for lens in [vec![1, 63, 64, 65, 0, 200, 7], vec![128, 128], vec![3; 50]] {
+            let mut all = Vec::new();
+            let mut witness = CompactWitness::default();
+            for n in lens {
+                let values = random_values(&mut rng, n);
+                witness.push(&values[..n.min(2)], &values);
+                all.extend(values);
+            }
+            let packed = witness.packed();
+            assert_eq!(packed.aux.len(), all.len());
+            assert_eq!(
+                packed.aux.census(),
+                witness.aux.iter().fold(Census::default(), |mut c, p| {
+                    c += p.census();
+                    c
+                })
+            );
+            assert_eq!(packed.expand_aux(), all);
+            assert_eq!(packed.input, witness.expand().0);
         }
     }
 }
