@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
-use blstrs::{G1Affine, Scalar as Fr};
+use blstrs::{G1Affine, G1Projective, Scalar as Fr};
 use ff::Field;
 
 use super::device::{list_devices, DevBuf, Gpu, Lane, OutOfDeviceMemory};
@@ -19,7 +19,9 @@ use super::limbs::{
 use super::msm::{msm, msm_streamed, scratch_bytes};
 use super::ntt::Ntt;
 use super::products::DeviceR1cs;
-use crate::groth16::{Backend, CpuBackend, Density, Evaluations, G1Sums, R1cs, Srs, Witness};
+use crate::groth16::{
+    Backend, CpuBackend, Density, Evaluations, G1Sums, PackedWitness, R1cs, Srs, Witness,
+};
 
 /// Which backend proves: `auto` takes a usable GPU when there is one.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -292,7 +294,7 @@ impl CudaBackend {
                     b_g1: &r.b_g1,
                 };
                 let (sums, phases) =
-                    start_resident(gpu, &mut st.ntt, sets, Abc::Host(evals), witness)?;
+                    start_resident(gpu, &mut st.ntt, sets, StartInput::Host { evals, witness })?;
                 tracing::debug!(gpu = %gpu.info, ?phases, "proving start");
                 Ok(sums)
             }
@@ -357,18 +359,42 @@ pub fn start_peak_bytes(domain: usize, msm_lens: [usize; 3]) -> usize {
 }
 
 /// Where a proving start's A, B, C evaluations come from.
-pub enum Abc<'a> {
-    /// Made on the host: copied over.
-    Host(Evaluations),
-    /// Made on the device from the witness and the recorded constraints resident there.
-    Device(&'a DeviceR1cs),
+/// What a proving start works from.
+pub enum StartInput<'a> {
+    /// a, b, c and the witness made on the host: copied over.
+    Host {
+        evals: Evaluations,
+        witness: &'a Witness,
+    },
+    /// The packed witness, expanded on the device; A, B, C made there from the recorded
+    /// constraints resident with the points, and the queries selected by their densities.
+    Device {
+        constraints: &'a DeviceR1cs,
+        witness: &'a PackedWitness,
+    },
 }
 
-impl Abc<'_> {
+impl StartInput<'_> {
     fn constraints(&self) -> usize {
         match self {
-            Abc::Host(e) => e.constraints(),
-            Abc::Device(d) => d.rows,
+            StartInput::Host { evals, .. } => evals.constraints(),
+            StartInput::Device { constraints, .. } => constraints.rows,
+        }
+    }
+
+    /// Scalars of the L, A and B multiexps.
+    fn msm_lens(&self) -> [usize; 3] {
+        match self {
+            StartInput::Host { witness, .. } => [
+                witness.aux.len(),
+                witness.a_query_len(),
+                witness.b_query_len(),
+            ],
+            StartInput::Device { constraints, .. } => [
+                constraints.aux,
+                constraints.a_query_len(),
+                constraints.b_query_len(),
+            ],
         }
     }
 }
@@ -406,26 +432,18 @@ pub struct StartPhases {
     pub total_ms: f64,
 }
 
-/// Proving start over resident point sets. Copies overlap arithmetic: a goes first; while the
-/// GPU transforms it, b goes over the copy lane, then c; while the GPU computes H's MSM,
-/// another host thread selects the A and B queries' scalars from the witness, copies them and
-/// the aux values over, and then frees the host memory of a, b and c.
+/// Proving start over resident point sets: H (from host-made a, b, c, or all on the device
+/// from a packed witness), then the L, A and B multiexps.
 pub fn start_resident(
     gpu: &Gpu,
     ntt: &mut Ntt,
     sets: PointSets,
-    abc: Abc,
-    witness: &Witness,
+    input: StartInput,
 ) -> Result<(G1Sums, StartPhases)> {
     gpu.bind()?;
-    let n = abc.constraints();
+    let n = input.constraints();
     let domain = n.max(1).next_power_of_two();
-    let log_n = domain.trailing_zeros();
-    let lens = [
-        witness.aux.len(),
-        witness.a_query_len(),
-        witness.b_query_len(),
-    ];
+    let lens = input.msm_lens();
     let pairs = [
         ("H", sets.h, domain - 1),
         ("L", sets.l, lens[0]),
@@ -444,71 +462,75 @@ pub fn start_resident(
     let mut phases = StartPhases::default();
     let total = Instant::now();
 
-    // H from a, b, c: copied from the host (b and c while the GPU transforms a, then b), or
-    // made on the device from the witness and the recorded constraints.
-    let (host_abc, aux_on_device) = match abc {
-        Abc::Host(Evaluations { a, b, c }) => {
-            let t = Instant::now();
-            let da = upload_scalars_padded(gpu, Lane::Main, &a, domain)?;
-            phases.upload_a_ms = ms(t);
-            let t = Instant::now();
-            ntt.coset_evaluations(gpu, &da, log_n)?;
-            let tb = Instant::now();
-            let db = upload_scalars_padded(gpu, Lane::Copy, &b, domain)?;
-            phases.upload_b_ms = ms(tb);
-            gpu.wait_for(Lane::Main, Lane::Copy)?;
-            ntt.coset_evaluations(gpu, &db, log_n)?;
-            let tc = Instant::now();
-            let dc = upload_scalars_padded(gpu, Lane::Copy, &c, domain)?;
-            phases.upload_c_ms = ms(tc);
-            gpu.wait_for(Lane::Main, Lane::Copy)?;
-            ntt.coset_evaluations(gpu, &dc, log_n)?;
-            ntt.h_from_coset_evaluations(gpu, &da, &db, &dc, log_n)?;
-            let tw = Instant::now();
-            gpu.sync_lane(Lane::Main)?;
-            phases.h_wait_ms = ms(tw);
-            drop((db, dc));
-            phases.h_ms = ms(t);
-            (Some([a, b, c]), (da, None))
+    let (h, [dl, d_a, d_b]) = match input {
+        StartInput::Host { evals, witness } => {
+            h_from_host(gpu, ntt, sets.h, evals, witness, lens, &mut phases)?
         }
-        Abc::Device(constraints) => {
-            let t = Instant::now();
-            let dw = upload_scalars_padded(gpu, Lane::Main, &witness.aux, lens[0])?;
-            let din = upload_scalars_padded(gpu, Lane::Main, &witness.input, witness.input.len())?;
-            phases.upload_a_ms = ms(t);
-            let t = Instant::now();
-            let product = |which: usize| -> Result<DevBuf<u32>> {
-                let out = gpu.alloc::<u32>(domain * FR_LIMBS)?;
-                constraints.product(gpu, which, &dw, &din, &out, domain)?;
-                Ok(out)
-            };
-            let da = product(0)?;
-            ntt.coset_evaluations(gpu, &da, log_n)?;
-            let db = product(1)?;
-            ntt.coset_evaluations(gpu, &db, log_n)?;
-            let dc = product(2)?;
-            ntt.coset_evaluations(gpu, &dc, log_n)?;
-            ntt.h_from_coset_evaluations(gpu, &da, &db, &dc, log_n)?;
-            let tw = Instant::now();
-            gpu.sync_lane(Lane::Main)?;
-            phases.h_wait_ms = ms(tw);
-            drop((db, dc, din));
-            phases.h_ms = ms(t);
-            (None, (da, Some(dw)))
-        }
+        StartInput::Device {
+            constraints,
+            witness,
+        } => h_on_device(gpu, ntt, sets.h, constraints, witness, &mut phases)?,
     };
-    let (da, aux_on_device) = aux_on_device;
 
-    let (h, witness) = std::thread::scope(|scope| {
+    let t = Instant::now();
+    let l = msm(gpu, sets.l, &dl, lens[0])?;
+    phases.msm_l_ms = ms(t);
+    let t = Instant::now();
+    let a = msm(gpu, sets.a, &d_a, lens[1])?;
+    phases.msm_a_ms = ms(t);
+    let t = Instant::now();
+    let b_g1 = msm(gpu, sets.b_g1, &d_b, lens[2])?;
+    phases.msm_b_ms = ms(t);
+    phases.total_ms = ms(total);
+    Ok((G1Sums { h, l, a, b_g1 }, phases))
+}
+
+/// H's multiexp from host-made a, b, c: a goes first; while the GPU transforms it, b goes over
+/// the copy lane, then c; while the GPU computes H's MSM, another host thread selects the A and
+/// B queries' scalars from the witness, copies them and the aux values over, and then frees the
+/// host memory of a, b and c. Returns H and the L, A, B scalars on the device.
+fn h_from_host(
+    gpu: &Gpu,
+    ntt: &mut Ntt,
+    h_points: &DevBuf<u32>,
+    evals: Evaluations,
+    witness: &Witness,
+    lens: [usize; 3],
+    phases: &mut StartPhases,
+) -> Result<(G1Projective, [DevBuf<u32>; 3])> {
+    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
+    let domain = evals.constraints().max(1).next_power_of_two();
+    let log_n = domain.trailing_zeros();
+    let Evaluations { a, b, c } = evals;
+    let t = Instant::now();
+    let da = upload_scalars_padded(gpu, Lane::Main, &a, domain)?;
+    phases.upload_a_ms = ms(t);
+    let t = Instant::now();
+    ntt.coset_evaluations(gpu, &da, log_n)?;
+    let tb = Instant::now();
+    let db = upload_scalars_padded(gpu, Lane::Copy, &b, domain)?;
+    phases.upload_b_ms = ms(tb);
+    gpu.wait_for(Lane::Main, Lane::Copy)?;
+    ntt.coset_evaluations(gpu, &db, log_n)?;
+    let tc = Instant::now();
+    let dc = upload_scalars_padded(gpu, Lane::Copy, &c, domain)?;
+    phases.upload_c_ms = ms(tc);
+    gpu.wait_for(Lane::Main, Lane::Copy)?;
+    ntt.coset_evaluations(gpu, &dc, log_n)?;
+    ntt.h_from_coset_evaluations(gpu, &da, &db, &dc, log_n)?;
+    let tw = Instant::now();
+    gpu.sync_lane(Lane::Main)?;
+    phases.h_wait_ms = ms(tw);
+    drop((db, dc));
+    phases.h_ms = ms(t);
+    let host_abc = [a, b, c];
+
+    let (h, queries) = std::thread::scope(|scope| {
         let copier = scope.spawn(move || -> Result<([DevBuf<u32>; 3], f64, f64)> {
             let t = Instant::now();
             gpu.bind()?;
-            let dl = match aux_on_device {
-                Some(dw) => dw,
-                None => upload_scalars_padded(gpu, Lane::Copy, &witness.aux, lens[0])?,
-            };
             let bufs = [
-                dl,
+                upload_scalars_padded(gpu, Lane::Copy, &witness.aux, lens[0])?,
                 upload_query(
                     gpu,
                     &[
@@ -536,33 +558,68 @@ pub fn start_resident(
             Ok((bufs, copy_ms, ms(t)))
         });
         let t = Instant::now();
-        let h = msm(gpu, sets.h, &da, domain - 1);
+        let h = msm(gpu, h_points, &da, domain - 1);
         phases.msm_h_ms = ms(t);
         let t = Instant::now();
-        let witness = copier
+        let queries = copier
             .join()
             .map_err(|_| anyhow!("the witness copy thread panicked"));
         phases.witness_wait_ms = ms(t);
-        (h, witness)
+        (h, queries)
     });
     let h = h?;
     drop(da);
-    let ([dl, d_a, d_b], copy_ms, release_ms) = witness??;
+    let (bufs, copy_ms, release_ms) = queries??;
     phases.witness_copy_ms = copy_ms;
     phases.release_abc_ms = release_ms;
     gpu.wait_for(Lane::Main, Lane::Copy)?;
+    Ok((h, bufs))
+}
 
+/// H's multiexp with everything made on the device: the packed witness (~90 MB at 32 GiB) is
+/// copied and expanded, A, B, C are the recorded constraints' products with it, written into
+/// the transforms' buffers, and the A and B queries are selected from it by the resident
+/// densities. Nothing of size crosses PCIe and no host thread copies or frees gigabytes.
+fn h_on_device(
+    gpu: &Gpu,
+    ntt: &mut Ntt,
+    h_points: &DevBuf<u32>,
+    constraints: &DeviceR1cs,
+    witness: &PackedWitness,
+    phases: &mut StartPhases,
+) -> Result<(G1Projective, [DevBuf<u32>; 3])> {
+    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
+    let domain = constraints.rows.max(1).next_power_of_two();
+    let log_n = domain.trailing_zeros();
     let t = Instant::now();
-    let l = msm(gpu, sets.l, &dl, lens[0])?;
-    phases.msm_l_ms = ms(t);
+    let dw = constraints.witness(gpu, witness)?;
+    phases.upload_a_ms = ms(t);
     let t = Instant::now();
-    let a = msm(gpu, sets.a, &d_a, lens[1])?;
-    phases.msm_a_ms = ms(t);
+    let product = |which: usize| -> Result<DevBuf<u32>> {
+        let out = gpu.alloc::<u32>(domain * FR_LIMBS)?;
+        constraints.product(gpu, which, &dw.aux, &dw.input, &out, domain)?;
+        Ok(out)
+    };
+    let da = product(0)?;
+    ntt.coset_evaluations(gpu, &da, log_n)?;
+    let db = product(1)?;
+    ntt.coset_evaluations(gpu, &db, log_n)?;
+    let dc = product(2)?;
+    ntt.coset_evaluations(gpu, &dc, log_n)?;
+    ntt.h_from_coset_evaluations(gpu, &da, &db, &dc, log_n)?;
+    let tw = Instant::now();
+    gpu.sync_lane(Lane::Main)?;
+    phases.h_wait_ms = ms(tw);
+    drop((db, dc));
+    phases.h_ms = ms(t);
     let t = Instant::now();
-    let b_g1 = msm(gpu, sets.b_g1, &d_b, lens[2])?;
-    phases.msm_b_ms = ms(t);
-    phases.total_ms = ms(total);
-    Ok((G1Sums { h, l, a, b_g1 }, phases))
+    let queries = constraints.queries(gpu, &dw, &witness.input)?;
+    gpu.sync_lane(Lane::Main)?;
+    phases.witness_copy_ms = ms(t);
+    let t = Instant::now();
+    let h = msm(gpu, h_points, &da, domain - 1)?;
+    phases.msm_h_ms = ms(t);
+    Ok((h, [dw.aux, queries.a, queries.b]))
 }
 
 impl CudaBackend {
@@ -574,7 +631,7 @@ impl CudaBackend {
         st: &mut State,
         srs: &Srs,
         r1cs: &R1cs,
-        witness: &Witness,
+        witness: &PackedWitness,
     ) -> Result<Option<G1Sums>> {
         let gpu = &self.gpu;
         gpu.bind()?;
@@ -586,13 +643,15 @@ impl CudaBackend {
             );
         }
         let lens = [
-            witness.aux.len(),
-            witness.a_query_len(),
-            witness.b_query_len(),
+            r1cs.aux,
+            r1cs.inputs + r1cs.a_aux_density.count(),
+            r1cs.b_input_density.count() + r1cs.b_aux_density.count(),
         ];
-        // Besides the usual working memory, the witness is on the device while H is made.
+        // Besides the usual working memory, the expanded witness is on the device while H is
+        // made, and its packed form while it is expanded.
         let working = start_peak_bytes(domain, lens)
-            + (witness.aux.len() + witness.input.len()) * FR_LIMBS * 4
+            + (r1cs.aux + r1cs.inputs) * FR_LIMBS * 4
+            + super::witness::expand_scratch_bytes(&witness.aux)
             + super::ntt::twiddle_bytes(domain.trailing_zeros());
         if st
             .constraints
@@ -636,7 +695,15 @@ impl CudaBackend {
             a: &r.a,
             b_g1: &r.b_g1,
         };
-        let (sums, phases) = start_resident(gpu, ntt, sets, Abc::Device(d), witness)?;
+        let (sums, phases) = start_resident(
+            gpu,
+            ntt,
+            sets,
+            StartInput::Device {
+                constraints: d,
+                witness,
+            },
+        )?;
         tracing::debug!(gpu = %gpu.info, ?phases, "proving start, products on the device");
         Ok(Some(sums))
     }
@@ -664,7 +731,7 @@ impl Backend for CudaBackend {
         &self,
         srs: &Srs,
         r1cs: &R1cs,
-        witness: &Witness,
+        witness: &PackedWitness,
     ) -> Result<Option<G1Sums>> {
         let mut st = self.state()?;
         self.start_from_constraints_locked(&mut st, srs, r1cs, witness)

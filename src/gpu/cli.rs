@@ -409,9 +409,11 @@ pub fn gpu_check(args: &GpuCheckArgs) -> Result<bool> {
             "canary proof bytes, cpu = cuda",
             bytes(&cpu)? == bytes(&gpu_proof)?,
         );
-        // A, B, C made on the GPU from the recorded constraints: the worker's path.
+        // The worker's path: the witness-only synthesis, packed, expanded on the GPU, and A, B,
+        // C made there from the recorded constraints.
         let witness = job.synthesize(0)?.witness;
-        match backend.start_from_constraints(&canary, &*job.r1cs()?, &witness)? {
+        let packed = job.witness(0)?.packed();
+        match backend.start_from_constraints(&canary, &*job.r1cs()?, &packed)? {
             Some(sums) => {
                 let on_device = groth16::finish(&canary, &sums, &witness, r, s)?;
                 t.check(
@@ -686,8 +688,10 @@ fn bench_partition(gpu: &Gpu, constraints: usize, rng: &mut ChaCha8Rng) -> Resul
             gpu,
             &mut ntt,
             sets,
-            super::backend::Abc::Host(evals),
-            &witness,
+            super::backend::StartInput::Host {
+                evals,
+                witness: &witness,
+            },
         )?;
         device_peak_bytes = gpu.peak_allocated().saturating_sub(held);
         // Keep the results observable so that nothing is optimised away, and sanity-check
@@ -910,9 +914,14 @@ fn porep_check(args: &GpuCheckArgs) -> Result<bool> {
             let gpu = groth16::prove(&backend, &srs, assignment, r, s)
                 .with_context(|| format!("CUDA proof of {name} partition {k}"))?;
             let gpu_ms = ms(t0);
-            // The worker's path: A, B, C made on the GPU from the recorded constraints.
+            // The worker's path: the witness-only synthesis, packed, expanded on the GPU, and
+            // A, B, C made there from the recorded constraints.
+            let packed = job
+                .witness(k)
+                .with_context(|| format!("cannot compute {name} partition {k}'s witness"))?
+                .packed();
             let on_device = backend
-                .start_from_constraints(&srs, &*job.r1cs()?, &witness)
+                .start_from_constraints(&srs, &*job.r1cs()?, &packed)
                 .with_context(|| {
                     format!("CUDA proof of {name} partition {k}, products on the GPU")
                 })?;

@@ -15,7 +15,7 @@ use anyhow::{ensure, Result};
 use blstrs::{G1Projective, G2Projective, Scalar as Fr};
 use group::{prime::PrimeCurveAffine, Curve};
 
-use super::{msm, Assignment, Evaluations, Proof, R1cs, Srs, Witness};
+use super::{msm, Assignment, Evaluations, PackedWitness, Proof, R1cs, Srs, Witness};
 
 /// The four G1 multiexps that proving start produces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,14 +44,15 @@ pub trait Backend: Send + Sync {
         false
     }
 
-    /// Proving start from the witness alone, the evaluations made by the backend from the
-    /// recorded constraints. `Ok(None)` when it cannot for this circuit (the matrices do not
-    /// fit beside the parameters): the caller then makes them on the CPU and calls `start`.
+    /// Proving start from the packed witness alone: the backend expands it and makes the
+    /// evaluations from the recorded constraints. `Ok(None)` when it cannot for this circuit
+    /// (the matrices do not fit beside the parameters): the caller then makes them on the CPU
+    /// and calls `start`.
     fn start_from_constraints(
         &self,
         srs: &Srs,
         r1cs: &R1cs,
-        witness: &Witness,
+        witness: &PackedWitness,
     ) -> Result<Option<G1Sums>> {
         let _ = (srs, r1cs, witness);
         Ok(None)
@@ -63,18 +64,54 @@ pub fn check_shape(srs: &Srs, evals: &Evaluations, witness: &Witness) -> Result<
     check_counts(srs, evals.constraints(), witness)
 }
 
+/// What the parameters must match: a circuit's variables and the sizes of its queries.
+struct Counts {
+    inputs: usize,
+    aux: usize,
+    a_query: usize,
+    b_query: usize,
+}
+
 /// `check_shape` for a circuit of `constraints` rows whose evaluations are yet to be made.
 pub fn check_counts(srs: &Srs, constraints: usize, witness: &Witness) -> Result<()> {
+    check_against(
+        srs,
+        constraints,
+        Counts {
+            inputs: witness.input.len(),
+            aux: witness.aux.len(),
+            a_query: witness.input.len() + witness.a_aux_density.count(),
+            b_query: witness.b_input_density.count() + witness.b_aux_density.count(),
+        },
+    )
+}
+
+/// `check_shape` for a packed witness of the circuit `r1cs` records.
+pub fn check_packed(srs: &Srs, r1cs: &R1cs, witness: &PackedWitness) -> Result<()> {
+    r1cs.check_witness(witness.input.len(), witness.aux.len())?;
+    check_against(
+        srs,
+        r1cs.constraints(),
+        Counts {
+            inputs: r1cs.inputs,
+            aux: r1cs.aux,
+            a_query: r1cs.inputs + r1cs.a_aux_density.count(),
+            b_query: r1cs.b_input_density.count() + r1cs.b_aux_density.count(),
+        },
+    )
+}
+
+fn check_against(srs: &Srs, constraints: usize, counts: Counts) -> Result<()> {
     ensure!(
-        witness.input.len() == srs.vk.ic.len(),
+        counts.inputs == srs.vk.ic.len(),
         "circuit has {} public inputs, the parameters expect {}",
-        witness.input.len(),
+        counts.inputs,
         srs.vk.ic.len()
     );
     ensure!(
-        witness.aux.len() == srs.l.len(),
+        counts.aux == srs.l.len(),
         "circuit has {} private variables, the parameters expect {}",
-        witness.aux.len(),
+        counts.aux,
         srs.l.len()
     );
     let domain = constraints.next_power_of_two();
@@ -84,12 +121,11 @@ pub fn check_counts(srs: &Srs, constraints: usize, witness: &Witness) -> Result<
         srs.h.len()
     );
     ensure!(
-        srs.a.len() == witness.input.len() + witness.a_aux_density.count(),
+        srs.a.len() == counts.a_query,
         "A query size does not match the parameters"
     );
     ensure!(
-        srs.b_g1.len() == witness.b_input_density.count() + witness.b_aux_density.count()
-            && srs.b_g2.len() == srs.b_g1.len(),
+        srs.b_g1.len() == counts.b_query && srs.b_g2.len() == srs.b_g1.len(),
         "B query size does not match the parameters"
     );
     Ok(())

@@ -231,7 +231,7 @@ impl R1cs {
     }
 
     /// A witness of `inputs` and `aux` values belongs to this circuit.
-    fn check_witness(&self, inputs: usize, aux: usize) -> Result<()> {
+    pub(crate) fn check_witness(&self, inputs: usize, aux: usize) -> Result<()> {
         ensure!(
             inputs == self.inputs && aux == self.aux,
             "witness has {inputs} inputs and {aux} aux variables, the recorded circuit {} has {} \

@@ -257,7 +257,7 @@ mod tests {
             &self,
             _: &Srs,
             _: &crate::groth16::R1cs,
-            _: &Witness,
+            _: &crate::groth16::PackedWitness,
         ) -> Result<Option<G1Sums>> {
             self.0.fetch_add(1, Ordering::SeqCst);
             Ok(None)
@@ -266,6 +266,47 @@ mod tests {
         fn start(&self, srs: &Srs, evals: Evaluations, witness: &Witness) -> Result<G1Sums> {
             CpuBackend.start(srs, evals, witness)
         }
+    }
+
+    /// A backend that takes packed witnesses as a GPU does, expanding them itself (here on the
+    /// CPU): the finalizer gets the packed witness back and expands it for the B multiexp in G2.
+    struct TakesPacked(AtomicUsize);
+
+    impl Backend for TakesPacked {
+        fn name(&self) -> String {
+            "takes packed witnesses".into()
+        }
+
+        fn products_on_device(&self) -> bool {
+            true
+        }
+
+        fn start_from_constraints(
+            &self,
+            srs: &Srs,
+            r1cs: &crate::groth16::R1cs,
+            packed: &crate::groth16::PackedWitness,
+        ) -> Result<Option<G1Sums>> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            let witness = r1cs.witness(packed.input.clone(), packed.expand_aux())?;
+            let evals = r1cs.evaluate(&witness.input, &witness.aux)?;
+            CpuBackend.start(srs, evals, &witness).map(Some)
+        }
+
+        fn start(&self, _: &Srs, _: Evaluations, _: &Witness) -> Result<G1Sums> {
+            anyhow::bail!("every start here goes through start_from_constraints")
+        }
+    }
+
+    #[test]
+    fn packed_witnesses_go_to_the_backend_and_come_back_for_the_finalizer() {
+        let backend = Arc::new(TakesPacked(AtomicUsize::new(0)));
+        let pipeline = Pipeline::start(vec![backend.clone() as Arc<dyn Backend>], 1, 1, 3)
+            .expect("pipeline starts");
+        let proved = prove_one(&pipeline, "packed", 3).expect("proved and verified");
+        pipeline.shutdown();
+        assert_eq!(proved.proof.len(), 3 * 192);
+        assert_eq!(backend.0.load(Ordering::SeqCst), 3);
     }
 
     #[test]

@@ -16,8 +16,8 @@ use tokio::sync::oneshot;
 use super::{Progress, Proved, Stage, StageError, Submission};
 use crate::groth16::{
     self,
-    prover::{check_counts, check_shape},
-    Assignment, Backend, CompactWitness, G1Sums, Proof, R1cs, Srs, Witness,
+    prover::{check_packed, check_shape},
+    Assignment, Backend, CompactWitness, G1Sums, PackedWitness, Proof, R1cs, Srs, Witness,
 };
 use crate::job::{proof_bytes, ProofJob};
 use crate::schema::PartitionTiming;
@@ -81,14 +81,21 @@ pub(super) struct StartItem {
 pub(super) enum Prepared {
     /// Witness and evaluations, made on the CPU.
     Assignment(Assignment),
-    /// The witness alone: the backends make the evaluations on the device.
-    Witness(Witness),
+    /// The packed witness alone: the backends expand it and make the evaluations on the device.
+    Packed(PackedWitness),
+}
+
+/// The witness the finalizer makes the B multiexp in G2 from, as proving start left it.
+pub(super) enum FinishWitness {
+    Full(Witness),
+    /// Never expanded on the host (the device did it): the finalizer expands it.
+    Packed(PackedWitness),
 }
 
 pub(super) struct FinishItem {
     ctx: Arc<JobCtx>,
     partition: usize,
-    witness: Witness,
+    witness: FinishWitness,
     sums: G1Sums,
     timing: PartitionTiming,
 }
@@ -238,8 +245,7 @@ pub(super) fn products(
         let r1cs = ctx.r1cs.clone();
         let prepared = guarded(Stage::Synthesis, || {
             if on_device {
-                let (input, aux) = witness.expand();
-                Ok(Prepared::Witness(r1cs.witness(input, aux)?))
+                Ok(Prepared::Packed(witness.packed()))
             } else {
                 Ok(Prepared::Assignment(r1cs.assignment(&witness)?))
             }
@@ -271,7 +277,7 @@ fn start_one(
     ctx: &JobCtx,
     prepared: Prepared,
     told: &mut bool,
-) -> Result<(Witness, G1Sums), StageError> {
+) -> Result<(FinishWitness, G1Sums), StageError> {
     let srs = &ctx.srs;
     match prepared {
         Prepared::Assignment(Assignment { witness, evals }) => {
@@ -280,36 +286,34 @@ fn start_one(
             guarded(Stage::Srs, || check_shape(srs, &evals, &witness))?;
             // `evals` is consumed: a/b/c memory goes as soon as the backend is done with it.
             let sums = guarded(Stage::Start, || backend.start(srs, evals, &witness))?;
-            Ok((witness, sums))
+            Ok((FinishWitness::Full(witness), sums))
         }
-        Prepared::Witness(witness) => {
+        Prepared::Packed(packed) => {
             let r1cs = &ctx.r1cs;
-            guarded(Stage::Srs, || {
-                check_counts(srs, r1cs.constraints(), &witness)
-            })?;
+            guarded(Stage::Srs, || check_packed(srs, r1cs, &packed))?;
             let on_device = guarded(Stage::Start, || {
-                backend.start_from_constraints(srs, r1cs, &witness)
+                backend.start_from_constraints(srs, r1cs, &packed)
             })?;
-            let sums = match on_device {
-                Some(sums) => sums,
-                None => {
-                    if !*told {
-                        *told = true;
-                        tracing::warn!(
-                            backend = %backend.name(),
-                            circuit = %r1cs.circuit_id,
-                            bytes = r1cs.bytes(),
-                            "the recorded constraints do not fit on this GPU beside the \
-                             parameters: A, B and C are made on the CPU (slower)"
-                        );
-                    }
-                    let evals = guarded(Stage::Synthesis, || {
-                        r1cs.evaluate(&witness.input, &witness.aux)
-                    })?;
-                    guarded(Stage::Start, || backend.start(srs, evals, &witness))?
-                }
-            };
-            Ok((witness, sums))
+            if let Some(sums) = on_device {
+                return Ok((FinishWitness::Packed(packed), sums));
+            }
+            if !*told {
+                *told = true;
+                tracing::warn!(
+                    backend = %backend.name(),
+                    circuit = %r1cs.circuit_id,
+                    bytes = r1cs.bytes(),
+                    "the recorded constraints do not fit on this GPU beside the \
+                     parameters: A, B and C are made on the CPU (slower)"
+                );
+            }
+            let (witness, evals) = guarded(Stage::Synthesis, || {
+                let witness = r1cs.witness(packed.input.clone(), packed.expand_aux())?;
+                let evals = r1cs.evaluate(&witness.input, &witness.aux)?;
+                Ok((witness, evals))
+            })?;
+            let sums = guarded(Stage::Start, || backend.start(srs, evals, &witness))?;
+            Ok((FinishWitness::Full(witness), sums))
         }
     }
 }
@@ -427,7 +431,15 @@ pub(super) fn finalize(items: Receiver<FinishItem>, to_assemble: Sender<Assemble
         }
         timing.finish_start_ms = ctx.ms();
         let srs = ctx.srs.clone();
+        let r1cs = ctx.r1cs.clone();
         let result = guarded(Stage::Finish, || {
+            let witness = match witness {
+                FinishWitness::Full(w) => w,
+                FinishWitness::Packed(p) => {
+                    let aux = p.expand_aux();
+                    r1cs.witness(p.input, aux)?
+                }
+            };
             let mut rng = rand::rngs::OsRng;
             let (r, s) = (Fr::random(&mut rng), Fr::random(&mut rng));
             groth16::finish(&srs, &sums, &witness, r, s)
