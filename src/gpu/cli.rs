@@ -141,7 +141,7 @@ fn porep_scalars(rng: &mut ChaCha8Rng, n: usize) -> Vec<Fr> {
 
 /// Random points (P_i = P_0 + i·Q for random P_0, Q), with a few at infinity when asked.
 fn random_points(rng: &mut ChaCha8Rng, n: usize, with_infinity: bool) -> Vec<G1Affine> {
-    let (mut out, _, _) = ladder(rng, n);
+    let (mut out, _, _) = ladder::<G1Projective>(rng, n);
     if with_infinity {
         for _ in 0..n.div_ceil(50) {
             let i = rng.gen_range(0..n);
@@ -539,7 +539,7 @@ pub fn bench_gpu(args: &BenchGpuArgs) -> Result<()> {
 
     if !args.no_msm {
         let n_max = 1usize << max_log;
-        let (points, _) = gen_points(gpu, n_max, &mut rng)?;
+        let (points, _) = gen_points::<G1Projective>(gpu, n_max, &mut rng)?;
         let scalars = gpu.alloc::<u32>(n_max * FR_LIMBS)?;
         for (work, mode) in [("msm full-width", 0u32), ("msm porep-like", 1)] {
             for log_n in min_log..=max_log {
@@ -651,10 +651,10 @@ fn bench_partition(gpu: &Gpu, constraints: usize, rng: &mut ChaCha8Rng) -> Resul
     };
     eprintln!("partition: {constraints} constraints, domain 2^{log_n}: generating inputs …");
     let t = Instant::now();
-    let (h_set, _) = gen_points(gpu, domain - 1, rng)?;
-    let (l_set, _) = gen_points(gpu, aux, rng)?;
-    let (a_set, _) = gen_points(gpu, a_points, rng)?;
-    let (b_set, _) = gen_points(gpu, b_points, rng)?;
+    let (h_set, _) = gen_points::<G1Projective>(gpu, domain - 1, rng)?;
+    let (l_set, _) = gen_points::<G1Projective>(gpu, aux, rng)?;
+    let (a_set, _) = gen_points::<G1Projective>(gpu, a_points, rng)?;
+    let (b_set, _) = gen_points::<G1Projective>(gpu, b_points, rng)?;
     let srs_gen_ms = t.elapsed().as_secs_f64() * 1e3;
 
     let mut ntt = Ntt::new();
@@ -766,7 +766,7 @@ fn bench_partition_streamed(
     ];
     eprintln!("streamed partition: {constraints} constraints, points to host memory …");
     let mut host_points = |n: usize| -> Result<Vec<G1Affine>> {
-        let (d, _) = gen_points(gpu, n, rng)?;
+        let (d, _) = gen_points::<G1Projective>(gpu, n, rng)?;
         let mut v = vec![G1Affine::identity(); n];
         gpu.download(&d, 0, affine_as_limbs_mut(&mut v))?;
         Ok(v)
