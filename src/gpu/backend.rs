@@ -19,7 +19,7 @@ use super::limbs::{
 use super::msm::{msm, msm_streamed, scratch_bytes};
 use super::ntt::Ntt;
 use super::products::DeviceR1cs;
-use crate::groth16::{Backend, CpuBackend, Density, Evaluations, G1Sums, R1cs, Srs, Witness};
+use crate::groth16::{Backend, CpuBackend, Density, Evaluations, Multiexps, R1cs, Srs, Witness};
 
 /// Which backend proves: `auto` takes a usable GPU when there is one.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -260,7 +260,7 @@ impl CudaBackend {
         srs: &Srs,
         evals: Evaluations,
         witness: &Witness,
-    ) -> Result<G1Sums> {
+    ) -> Result<Multiexps> {
         let gpu = &self.gpu;
         gpu.bind()?;
         let n = evals.constraints();
@@ -327,11 +327,12 @@ impl CudaBackend {
                     msm_ms[k] = ms(t);
                     sum
                 };
-                let sums = G1Sums {
+                let sums = Multiexps {
                     h: timed(0, &srs.h, &h_scalars)?,
                     l: timed(1, &srs.l, &witness.aux)?,
                     a: timed(2, &srs.a, &witness.a_query_scalars())?,
                     b_g1: timed(3, &srs.b_g1, &witness.b_query_scalars())?,
+                    b_g2: None,
                 };
                 tracing::info!(gpu = %gpu.info, h_ms, msm_h_ms = msm_ms[0], msm_l_ms = msm_ms[1],
                     msm_a_ms = msm_ms[2], msm_b_ms = msm_ms[3], "streamed proving start");
@@ -416,7 +417,7 @@ pub fn start_resident(
     sets: PointSets,
     abc: Abc,
     witness: &Witness,
-) -> Result<(G1Sums, StartPhases)> {
+) -> Result<(Multiexps, StartPhases)> {
     gpu.bind()?;
     let n = abc.constraints();
     let domain = n.max(1).next_power_of_two();
@@ -562,7 +563,14 @@ pub fn start_resident(
     let b_g1 = msm(gpu, sets.b_g1, &d_b, lens[2])?;
     phases.msm_b_ms = ms(t);
     phases.total_ms = ms(total);
-    Ok((G1Sums { h, l, a, b_g1 }, phases))
+    let sums = Multiexps {
+        h,
+        l,
+        a,
+        b_g1,
+        b_g2: None,
+    };
+    Ok((sums, phases))
 }
 
 impl CudaBackend {
@@ -575,7 +583,7 @@ impl CudaBackend {
         srs: &Srs,
         r1cs: &R1cs,
         witness: &Witness,
-    ) -> Result<Option<G1Sums>> {
+    ) -> Result<Option<Multiexps>> {
         let gpu = &self.gpu;
         gpu.bind()?;
         let domain = r1cs.constraints().max(1).next_power_of_two();
@@ -665,13 +673,13 @@ impl Backend for CudaBackend {
         srs: &Srs,
         r1cs: &R1cs,
         witness: &Witness,
-    ) -> Result<Option<G1Sums>> {
+    ) -> Result<Option<Multiexps>> {
         let mut st = self.state()?;
         self.start_from_constraints_locked(&mut st, srs, r1cs, witness)
             .with_context(|| format!("proving start on {}", self.gpu.info))
     }
 
-    fn start(&self, srs: &Srs, evals: Evaluations, witness: &Witness) -> Result<G1Sums> {
+    fn start(&self, srs: &Srs, evals: Evaluations, witness: &Witness) -> Result<Multiexps> {
         let mut st = self.state()?;
         self.start_locked(&mut st, srs, evals, witness)
             .with_context(|| format!("proving start on {}", self.gpu.info))

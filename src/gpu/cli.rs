@@ -413,7 +413,7 @@ pub fn gpu_check(args: &GpuCheckArgs) -> Result<bool> {
         let witness = job.synthesize(0)?.witness;
         match backend.start_from_constraints(&canary, &*job.r1cs()?, &witness)? {
             Some(sums) => {
-                let on_device = groth16::finish(&canary, &sums, &witness, r, s)?;
+                let on_device = groth16::finish(&canary, &sums, Some(&witness), r, s)?;
                 t.check(
                     "canary proof bytes, cpu = cuda with products on the GPU",
                     bytes(&cpu)? == bytes(&on_device)?,
@@ -921,7 +921,7 @@ fn porep_check(args: &GpuCheckArgs) -> Result<bool> {
                 on_device.is_some(),
             );
             if let Some(sums) = on_device {
-                let proof = groth16::finish(&srs, &sums, &witness, r, s)?;
+                let proof = groth16::finish(&srs, &sums, Some(&witness), r, s)?;
                 t.check(
                     &format!(
                         "{name} partition {k} proof bytes, cpu = cuda with products on the GPU"
