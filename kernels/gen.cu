@@ -1,7 +1,8 @@
 // Benchmark inputs made on the GPU, so that a 2^27-point SRS does not have to cross PCIe or be
 // computed by the host: random scalars, and points P_i = T1[i mod 2^t] + T2[(i >> t) mod 2^t]
-// from two small tables of random points the host provides (distinct for every i < 2^(2t)).
-#include "g1.cuh"
+// from two small tables of random points the host provides (distinct for every i < 2^(2t)), in
+// G1 (`gen_points`) or G2 (`gen_points_g2`).
+#include "curve.cuh"
 
 DEV u64 splitmix(u64 x) {
     x += 0x9e3779b97f4a7c15ull;
@@ -57,45 +58,93 @@ extern "C" __global__ void gen_scalars(u32* out, u64 n, u64 seed, u32 mode) {
 
 #define GEN_BATCH 16
 
+// A coordinate of a table or output point (plain loads and stores: the tables are small and
+// cached, and each output word is written once).
+template <class F>
+DEV F get_coord(const u32* base);
+
+template <>
+DEV Fp get_coord<Fp>(const u32* base) {
+    return get_fp(base);
+}
+
+template <>
+DEV Fp2 get_coord<Fp2>(const u32* base) {
+    Fp2 r;
+    r.c0 = get_fp(base);
+    r.c1 = get_fp(base + 12);
+    return r;
+}
+
+DEV void put_coord(u32* base, const Fp& x) {
+    put_fp(base, x);
+}
+
+DEV void put_coord(u32* base, const Fp2& x) {
+    put_fp(base, x.c0);
+    put_fp(base + 12, x.c1);
+}
+
+DEV Fp coord_inv(const Fp& a) {
+    return fp_inv(a);
+}
+
+DEV Fp2 coord_inv(const Fp2& a) {
+    return fp2_inv(a);
+}
+
 // Affine sums with one inversion per GEN_BATCH points (Montgomery's batch-inversion trick).
-extern "C" __global__ void gen_points(u32* out, u64 n, const u32* t1, const u32* t2, u32 tlog) {
+template <class F>
+DEV void gen_points_impl(u32* out, u64 n, const u32* t1, const u32* t2, u32 tlog) {
+    typedef Coord<F> K;
+    const int L = K::LIMBS, P = 2 * K::LIMBS;
     u64 first = ((u64)blockIdx.x * blockDim.x + threadIdx.x) * GEN_BATCH;
     if (first >= n) return;
     u32 count = (u32)min((u64)GEN_BATCH, n - first);
     const u64 mask = ((u64)1 << tlog) - 1;
-    Fp prefix[GEN_BATCH];
-    Fp acc = fe_one<FpTag>();
+    F prefix[GEN_BATCH];
+    F acc = K::one();
     for (u32 k = 0; k < count; k++) {
         u64 i = first + k;
-        Fp x1 = get_fp(t1 + (i & mask) * 24);
-        Fp x2 = get_fp(t2 + ((i >> tlog) & mask) * 24);
-        Fp d = fe_sub<FpTag>(x2, x1);
-        if (fe_is_zero<FpTag>(d)) d = fe_one<FpTag>();
-        acc = fe_mul<FpTag>(acc, d);
+        F x1 = get_coord<F>(t1 + (i & mask) * P);
+        F x2 = get_coord<F>(t2 + ((i >> tlog) & mask) * P);
+        F d = K::sub(x2, x1);
+        if (K::is_zero(d)) d = K::one();
+        acc = K::mul(acc, d);
         prefix[k] = acc;
     }
-    Fp inv = fp_inv(acc);
+    F inv = coord_inv(acc);
     for (u32 k = count; k-- > 0;) {
         u64 i = first + k;
-        const u32* a = t1 + (i & mask) * 24;
-        const u32* b = t2 + ((i >> tlog) & mask) * 24;
-        Fp x1 = get_fp(a), y1 = get_fp(a + 12), x2 = get_fp(b), y2 = get_fp(b + 12);
-        Fp d = fe_sub<FpTag>(x2, x1);
-        bool degenerate = fe_is_zero<FpTag>(d);
-        if (degenerate) d = fe_one<FpTag>();
-        Fp dinv = k > 0 ? fe_mul<FpTag>(inv, prefix[k - 1]) : inv;
-        inv = fe_mul<FpTag>(inv, d);
-        u32* o = out + i * 24;
+        const u32* a = t1 + (i & mask) * P;
+        const u32* b = t2 + ((i >> tlog) & mask) * P;
+        F x1 = get_coord<F>(a), y1 = get_coord<F>(a + L), x2 = get_coord<F>(b),
+          y2 = get_coord<F>(b + L);
+        F d = K::sub(x2, x1);
+        bool degenerate = K::is_zero(d);
+        if (degenerate) d = K::one();
+        F dinv = k > 0 ? K::mul(inv, prefix[k - 1]) : inv;
+        inv = K::mul(inv, d);
+        u32* o = out + i * P;
         if (degenerate) {
             // T1 = ±T2: keep T1, still a valid point.
-            put_fp(o, x1);
-            put_fp(o + 12, y1);
+            put_coord(o, x1);
+            put_coord(o + L, y1);
             continue;
         }
-        Fp lambda = fe_mul<FpTag>(fe_sub<FpTag>(y2, y1), dinv);
-        Fp x3 = fe_sub<FpTag>(fe_sub<FpTag>(fe_sqr<FpTag>(lambda), x1), x2);
-        Fp y3 = fe_sub<FpTag>(fe_mul<FpTag>(lambda, fe_sub<FpTag>(x1, x3)), y1);
-        put_fp(o, x3);
-        put_fp(o + 12, y3);
+        F lambda = K::mul(K::sub(y2, y1), dinv);
+        F x3 = K::sub(K::sub(K::sqr(lambda), x1), x2);
+        F y3 = K::sub(K::mul(lambda, K::sub(x1, x3)), y1);
+        put_coord(o, x3);
+        put_coord(o + L, y3);
     }
+}
+
+extern "C" __global__ void gen_points(u32* out, u64 n, const u32* t1, const u32* t2, u32 tlog) {
+    gen_points_impl<Fp>(out, n, t1, t2, tlog);
+}
+
+extern "C" __global__ void gen_points_g2(u32* out, u64 n, const u32* t1, const u32* t2,
+                                         u32 tlog) {
+    gen_points_impl<Fp2>(out, n, t1, t2, tlog);
 }

@@ -1,4 +1,4 @@
-// Multi-scalar multiplication in G1: Σ s_i·P_i with Pippenger's bucket method.
+// Multi-scalar multiplication in G1 and G2: Σ s_i·P_i with Pippenger's bucket method.
 //
 // 1. classify: scalars (Montgomery form, as blstrs stores them) equal to 0 are dropped, those
 //    equal to 1 only need their points summed (PoRep witnesses are mostly bits), the rest are
@@ -13,36 +13,12 @@
 //    from an earlier chunk goes to the chunk's own slot, and `bucket_fix` adds those slots in.
 // 5. reduce: Σ (b+1)·B_b per window by running sums over short segments of buckets, then a tree
 //    sum; the host combines the windows (Σ 2^(c·w)·W_w) and adds the sum of the ones.
-#include "g1.cuh"
-
-DEV Fp load_fp(const u32* base) {
-    const uint4* q = (const uint4*)base;
-    Fp r;
-#pragma unroll
-    for (int i = 0; i < 3; i++) {
-        uint4 a = q[i];
-        r.v[4 * i] = a.x;
-        r.v[4 * i + 1] = a.y;
-        r.v[4 * i + 2] = a.z;
-        r.v[4 * i + 3] = a.w;
-    }
-    return r;
-}
-
-DEV void store_fp(u32* base, const Fp& x) {
-    uint4* q = (uint4*)base;
-#pragma unroll
-    for (int i = 0; i < 3; i++)
-        q[i] = make_uint4(x.v[4 * i], x.v[4 * i + 1], x.v[4 * i + 2], x.v[4 * i + 3]);
-}
-
-// Points: 24 limbs (x then y). Accumulators: 48 limbs (x, y, zz, zzz).
-DEV Affine load_affine(const u32* points, u64 i) {
-    Affine a;
-    a.x = load_fp(points + i * 24);
-    a.y = load_fp(points + i * 24 + 12);
-    return a;
-}
+//
+// Steps 1–3 depend on the scalars alone; 4, 5 and the sum of the ones on the points. The
+// point-dependent kernels are templates over the coordinate field, instantiated for G1 (the
+// names without a suffix) and for G2 (`_g2`), so that a G2 multiexp with the same scalars as a
+// G1 one (Groth16's B query) runs over the G1 multiexp's sorted lists and list of ones.
+#include "curve.cuh"
 
 // Whether the gathers of points are prefetched (c2q's $C2Q_KERNEL_DEFINES can turn it off,
 // to measure what it gains).
@@ -50,32 +26,59 @@ DEV Affine load_affine(const u32* points, u64 i) {
 #define C2Q_MSM_PREFETCH 1
 #endif
 
-// Starts fetching affine point i into L1 (both cache lines a 96-byte point can straddle).
+// Points in memory: AFFINE limbs each (x then y: 24 in G1, 48 in G2). Accumulators: XYZZ limbs
+// (x, y, zz, zzz: 48 and 96). Results for the host: JACOBIAN limbs (x, y, z: 36 and 72).
+template <class F>
+struct Layout {
+    static const int AFFINE = 2 * Coord<F>::LIMBS;
+    static const int XYZZ = 4 * Coord<F>::LIMBS;
+    static const int JACOBIAN = 3 * Coord<F>::LIMBS;
+};
+
+template <class F>
+DEV Affine<F> load_affine(const u32* points, u64 i) {
+    typedef Coord<F> K;
+    const u32* p = points + i * Layout<F>::AFFINE;
+    Affine<F> a;
+    a.x = K::load(p);
+    a.y = K::load(p + K::LIMBS);
+    return a;
+}
+
+// Starts fetching affine point i into L1: its first and last words, which lie in the two cache
+// lines it can straddle (a 96-byte G1 point, a 192-byte G2 point at a multiple of 64 bytes).
+template <class F>
 DEV void prefetch_affine(const u32* points, u64 i) {
 #if defined(__CUDA_ARCH__) && C2Q_MSM_PREFETCH
-    const u32* p = points + i * 24;
+    const u32* p = points + i * Layout<F>::AFFINE;
     asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
-    asm volatile("prefetch.global.L1 [%0];" ::"l"(p + 23));
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(p + Layout<F>::AFFINE - 1));
 #else
     (void)points;
     (void)i;
 #endif
 }
 
-DEV Xyzz load_xyzz(const u32* base, u64 i) {
-    Xyzz p;
-    p.x = load_fp(base + i * 48);
-    p.y = load_fp(base + i * 48 + 12);
-    p.zz = load_fp(base + i * 48 + 24);
-    p.zzz = load_fp(base + i * 48 + 36);
+template <class F>
+DEV Xyzz<F> load_xyzz(const u32* base, u64 i) {
+    typedef Coord<F> K;
+    const u32* q = base + i * Layout<F>::XYZZ;
+    Xyzz<F> p;
+    p.x = K::load(q);
+    p.y = K::load(q + K::LIMBS);
+    p.zz = K::load(q + 2 * K::LIMBS);
+    p.zzz = K::load(q + 3 * K::LIMBS);
     return p;
 }
 
-DEV void store_xyzz(u32* base, u64 i, const Xyzz& p) {
-    store_fp(base + i * 48, p.x);
-    store_fp(base + i * 48 + 12, p.y);
-    store_fp(base + i * 48 + 24, p.zz);
-    store_fp(base + i * 48 + 36, p.zzz);
+template <class F>
+DEV void store_xyzz(u32* base, u64 i, const Xyzz<F>& p) {
+    typedef Coord<F> K;
+    u32* q = base + i * Layout<F>::XYZZ;
+    K::store(q, p.x);
+    K::store(q + K::LIMBS, p.y);
+    K::store(q + 2 * K::LIMBS, p.zz);
+    K::store(q + 3 * K::LIMBS, p.zzz);
 }
 
 // Appends `take` to a list shared by the warp with one atomic per warp; returns this lane's slot.
@@ -225,16 +228,20 @@ extern "C" __global__ void msm_scatter(const u32* digits, const u32* other_idx, 
 }
 
 // Blocks of 128 threads per SM the accumulation is built for: registers are capped to fit
-// them (c2q's $C2Q_KERNEL_DEFINES can override it for tuning runs).
+// them (c2q's $C2Q_KERNEL_DEFINES can override it for tuning runs). A G2 accumulator is twice
+// the size of a G1 one, so G2 gets fewer blocks, and more registers each.
 #ifndef C2Q_ACCUMULATE_BLOCKS
 #define C2Q_ACCUMULATE_BLOCKS 3
+#endif
+#ifndef C2Q_ACCUMULATE_BLOCKS_G2
+#define C2Q_ACCUMULATE_BLOCKS_G2 2
 #endif
 
 // Chunk t covers sorted[t·chunk, (t+1)·chunk). offsets has nbuckets + 1 entries, the last one
 // being the number of sorted entries.
-extern "C" __global__ void __launch_bounds__(128, C2Q_ACCUMULATE_BLOCKS) msm_accumulate(const u32* sorted, const u32* offsets, u32 nbuckets,
-                                          u32 chunk, const u32* points, u32* buckets,
-                                          u32* cont) {
+template <class F>
+DEV void accumulate(const u32* sorted, const u32* offsets, u32 nbuckets, u32 chunk,
+                    const u32* points, u32* buckets, u32* cont) {
     const u32 t = blockIdx.x * blockDim.x + threadIdx.x;
     const u32 total = offsets[nbuckets];
     const u64 start64 = (u64)t * chunk;
@@ -250,119 +257,188 @@ extern "C" __global__ void __launch_bounds__(128, C2Q_ACCUMULATE_BLOCKS) msm_acc
     u32 b = lo;
     u32 next = offsets[b + 1];
     u32 part_start = start;
-    Xyzz acc = xyzz_inf();
+    Xyzz<F> acc = xyzz_inf<F>();
     // The points are gathered from all over device memory: each one's fetch is started an
     // addition ahead (into L1, costing no registers), and each sorted entry read two ahead, so
     // that the thread does not wait on memory between additions.
     u32 entry = sorted[start];
     u32 entry_next = start + 1 < end ? sorted[start + 1] : 0;
-    prefetch_affine(points, entry & 0x7fffffffu);
+    prefetch_affine<F>(points, entry & 0x7fffffffu);
     for (u32 e = start; e < end; e++) {
         while (e >= next) {
             if (part_start < e) {
-                if (part_start == offsets[b]) store_xyzz(buckets, b, acc);
-                else store_xyzz(cont, t, acc);
+                if (part_start == offsets[b]) store_xyzz<F>(buckets, b, acc);
+                else store_xyzz<F>(cont, t, acc);
             }
-            acc = xyzz_inf();
+            acc = xyzz_inf<F>();
             part_start = e;
             b++;
             next = offsets[b + 1];
         }
         const u32 entry_after = e + 2 < end ? sorted[e + 2] : 0;
-        if (e + 1 < end) prefetch_affine(points, entry_next & 0x7fffffffu);
-        Affine p = load_affine(points, entry & 0x7fffffffu);
-        acc = xyzz_add_affine_any(acc, p, (entry >> 31) != 0);
+        if (e + 1 < end) prefetch_affine<F>(points, entry_next & 0x7fffffffu);
+        Affine<F> p = load_affine<F>(points, entry & 0x7fffffffu);
+        acc = xyzz_add_affine_any<F>(acc, p, (entry >> 31) != 0);
         entry = entry_next;
         entry_next = entry_after;
     }
-    if (part_start == offsets[b]) store_xyzz(buckets, b, acc);
-    else store_xyzz(cont, t, acc);
+    if (part_start == offsets[b]) store_xyzz<F>(buckets, b, acc);
+    else store_xyzz<F>(cont, t, acc);
+}
+
+extern "C" __global__ void __launch_bounds__(128, C2Q_ACCUMULATE_BLOCKS) msm_accumulate(const u32* sorted, const u32* offsets, u32 nbuckets,
+                                          u32 chunk, const u32* points, u32* buckets,
+                                          u32* cont) {
+    accumulate<Fp>(sorted, offsets, nbuckets, chunk, points, buckets, cont);
+}
+
+extern "C" __global__ void __launch_bounds__(128, C2Q_ACCUMULATE_BLOCKS_G2)
+    msm_accumulate_g2(const u32* sorted, const u32* offsets, u32 nbuckets, u32 chunk,
+                      const u32* points, u32* buckets, u32* cont) {
+    accumulate<Fp2>(sorted, offsets, nbuckets, chunk, points, buckets, cont);
 }
 
 // Completes each bucket: empty ones become infinity, split ones get their continuations.
-extern "C" __global__ void msm_bucket_fix(u32* buckets, const u32* cont, const u32* offsets,
-                                          u32 nbuckets, u32 chunk) {
+template <class F>
+DEV void bucket_fix(u32* buckets, const u32* cont, const u32* offsets, u32 nbuckets,
+                    u32 chunk) {
     u32 b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= nbuckets) return;
     u32 o0 = offsets[b], o1 = offsets[b + 1];
     if (o0 == o1) {
-        store_xyzz(buckets, b, xyzz_inf());
+        store_xyzz<F>(buckets, b, xyzz_inf<F>());
         return;
     }
     u32 c = o0 / chunk + 1;
     if ((u64)c * chunk >= o1) return;
-    Xyzz acc = load_xyzz(buckets, b);
-    for (; (u64)c * chunk < o1; c++) acc = xyzz_add(acc, load_xyzz(cont, c));
-    store_xyzz(buckets, b, acc);
+    Xyzz<F> acc = load_xyzz<F>(buckets, b);
+    for (; (u64)c * chunk < o1; c++) acc = xyzz_add<F>(acc, load_xyzz<F>(cont, c));
+    store_xyzz<F>(buckets, b, acc);
+}
+
+extern "C" __global__ void msm_bucket_fix(u32* buckets, const u32* cont, const u32* offsets,
+                                          u32 nbuckets, u32 chunk) {
+    bucket_fix<Fp>(buckets, cont, offsets, nbuckets, chunk);
+}
+
+extern "C" __global__ void msm_bucket_fix_g2(u32* buckets, const u32* cont, const u32* offsets,
+                                             u32 nbuckets, u32 chunk) {
+    bucket_fix<Fp2>(buckets, cont, offsets, nbuckets, chunk);
 }
 
 // Segment j of window w covers buckets [j·len, (j+1)·len) of that window and yields
 // Σ (b+1)·B_b over them: running sums from the top give Σ (b − j·len + 1)·B_b, and
 // (j·len)·Σ B_b supplies the rest. All windows in one launch: out[w·nseg + j].
-extern "C" __global__ void msm_bucket_reduce(const u32* buckets, u32 nbuckets, u32 len,
-                                             u32 nseg, u32 windows, u32* out) {
+template <class F>
+DEV void bucket_reduce(const u32* buckets, u32 nbuckets, u32 len, u32 nseg, u32 windows,
+                       u32* out) {
     u32 t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= nseg * windows) return;
     u32 w = t / nseg, j = t % nseg;
-    const u32* wb = buckets + (u64)w * nbuckets * 48;
+    const u32* wb = buckets + (u64)w * nbuckets * Layout<F>::XYZZ;
     u32 first = j * len;
     u32 last = min(nbuckets, first + len);
-    Xyzz run = xyzz_inf(), sum = xyzz_inf();
+    Xyzz<F> run = xyzz_inf<F>(), sum = xyzz_inf<F>();
     for (u32 b = last; b > first; b--) {
-        run = xyzz_add(run, load_xyzz(wb, b - 1));
-        sum = xyzz_add(sum, run);
+        run = xyzz_add<F>(run, load_xyzz<F>(wb, b - 1));
+        sum = xyzz_add<F>(sum, run);
     }
-    if (first != 0) sum = xyzz_add(sum, xyzz_mul_small(run, first));
-    store_xyzz(out, t, sum);
+    if (first != 0) sum = xyzz_add<F>(sum, xyzz_mul_small<F>(run, first));
+    store_xyzz<F>(out, t, sum);
+}
+
+extern "C" __global__ void msm_bucket_reduce(const u32* buckets, u32 nbuckets, u32 len,
+                                             u32 nseg, u32 windows, u32* out) {
+    bucket_reduce<Fp>(buckets, nbuckets, len, nseg, windows, out);
+}
+
+extern "C" __global__ void msm_bucket_reduce_g2(const u32* buckets, u32 nbuckets, u32 len,
+                                                u32 nseg, u32 windows, u32* out) {
+    bucket_reduce<Fp2>(buckets, nbuckets, len, nseg, windows, out);
 }
 
 // Sums points[idx[k]] for all k < count into one partial sum per thread.
-extern "C" __global__ void msm_sum_indexed(const u32* points, const u32* idx, u32 count,
-                                           u32* partials) {
+template <class F>
+DEV void sum_indexed(const u32* points, const u32* idx, u32 count, u32* partials) {
     u32 g = blockIdx.x * blockDim.x + threadIdx.x;
     u32 stride = gridDim.x * blockDim.x;
-    Xyzz acc = xyzz_inf();
-    // As in msm_accumulate: the next point's fetch starts an addition ahead.
+    Xyzz<F> acc = xyzz_inf<F>();
+    // As in accumulate: the next point's fetch starts an addition ahead.
     u32 i = g < count ? idx[g] : 0;
     for (u32 k = g; k < count; k += stride) {
         const u32 i_next = k + stride < count ? idx[k + stride] : 0;
-        if (k + stride < count) prefetch_affine(points, i_next);
-        acc = xyzz_add_affine_any(acc, load_affine(points, i), false);
+        if (k + stride < count) prefetch_affine<F>(points, i_next);
+        acc = xyzz_add_affine_any<F>(acc, load_affine<F>(points, i), false);
         i = i_next;
     }
-    store_xyzz(partials, g, acc);
+    store_xyzz<F>(partials, g, acc);
+}
+
+extern "C" __global__ void msm_sum_indexed(const u32* points, const u32* idx, u32 count,
+                                           u32* partials) {
+    sum_indexed<Fp>(points, idx, count, partials);
+}
+
+extern "C" __global__ void msm_sum_indexed_g2(const u32* points, const u32* idx, u32 count,
+                                              u32* partials) {
+    sum_indexed<Fp2>(points, idx, count, partials);
 }
 
 // Tree sums of groups: the input is `groups` runs of group_len points; each run is split over
-// blocks_per_group blocks of 128 threads, and block b writes the sum of its part to out[b].
-// Repeating with group_len = blocks_per_group ends with one sum per group.
-extern "C" __global__ void __launch_bounds__(128) xyzz_reduce(const u32* in, u32 group_len,
-                                                             u32 blocks_per_group,
-                                                             u32 per_block, u32* out) {
-    __shared__ Xyzz part[128];
+// blocks_per_group blocks of THREADS threads, and block b writes the sum of its part to out[b].
+// Repeating with group_len = blocks_per_group ends with one sum per group. THREADS is 128 in
+// G1 and 64 in G2, so that the block's partial sums take 24 KiB of shared memory in both.
+template <class F, int THREADS>
+DEV void reduce_tree(const u32* in, u32 group_len, u32 blocks_per_group, u32 per_block,
+                     u32* out) {
+    __shared__ Xyzz<F> part[THREADS];
     const u32 g = blockIdx.x / blocks_per_group;
     const u32 q = blockIdx.x % blocks_per_group;
     const u64 base = (u64)g * group_len;
     const u32 begin = q * per_block;
     const u32 end = min(group_len, begin + per_block);
-    Xyzz acc = xyzz_inf();
-    for (u32 k = begin + threadIdx.x; k < end; k += 128)
-        acc = xyzz_add(acc, load_xyzz(in, base + k));
+    Xyzz<F> acc = xyzz_inf<F>();
+    for (u32 k = begin + threadIdx.x; k < end; k += THREADS)
+        acc = xyzz_add<F>(acc, load_xyzz<F>(in, base + k));
     part[threadIdx.x] = acc;
     __syncthreads();
-    for (u32 d = 64; d > 0; d >>= 1) {
-        if (threadIdx.x < d) part[threadIdx.x] = xyzz_add(part[threadIdx.x], part[threadIdx.x + d]);
+    for (u32 d = THREADS / 2; d > 0; d >>= 1) {
+        if (threadIdx.x < d)
+            part[threadIdx.x] = xyzz_add<F>(part[threadIdx.x], part[threadIdx.x + d]);
         __syncthreads();
     }
-    if (threadIdx.x == 0) store_xyzz(out, blockIdx.x, part[0]);
+    if (threadIdx.x == 0) store_xyzz<F>(out, blockIdx.x, part[0]);
 }
 
-// XYZZ → Jacobian (blst_p1 layout, 36 limbs) for the host.
-extern "C" __global__ void xyzz_to_jacobian_kernel(const u32* in, u32 n, u32* out) {
+extern "C" __global__ void __launch_bounds__(128) xyzz_reduce(const u32* in, u32 group_len,
+                                                             u32 blocks_per_group,
+                                                             u32 per_block, u32* out) {
+    reduce_tree<Fp, 128>(in, group_len, blocks_per_group, per_block, out);
+}
+
+extern "C" __global__ void __launch_bounds__(64) xyzz_reduce_g2(const u32* in, u32 group_len,
+                                                               u32 blocks_per_group,
+                                                               u32 per_block, u32* out) {
+    reduce_tree<Fp2, 64>(in, group_len, blocks_per_group, per_block, out);
+}
+
+// XYZZ → Jacobian (blst_p1 / blst_p2 layout) for the host.
+template <class F>
+DEV void to_jacobian(const u32* in, u32 n, u32* out) {
+    typedef Coord<F> K;
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    Jacobian j = xyzz_to_jacobian(load_xyzz(in, i));
-    store_fp(out + i * 36, j.x);
-    store_fp(out + i * 36 + 12, j.y);
-    store_fp(out + i * 36 + 24, j.z);
+    Jacobian<F> j = xyzz_to_jacobian<F>(load_xyzz<F>(in, i));
+    u32* o = out + i * Layout<F>::JACOBIAN;
+    K::store(o, j.x);
+    K::store(o + K::LIMBS, j.y);
+    K::store(o + 2 * K::LIMBS, j.z);
+}
+
+extern "C" __global__ void xyzz_to_jacobian_kernel(const u32* in, u32 n, u32* out) {
+    to_jacobian<Fp>(in, n, out);
+}
+
+extern "C" __global__ void xyzz_to_jacobian_kernel_g2(const u32* in, u32 n, u32* out) {
+    to_jacobian<Fp2>(in, n, out);
 }

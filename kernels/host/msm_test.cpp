@@ -24,7 +24,7 @@ static Fp fp_pow(Fp b, const u32* e) {
 }
 
 // A random point of y² = x³ + 4 (square roots by a^((p+1)/4), p ≡ 3 mod 4).
-static Affine random_point(std::mt19937_64& rng) {
+static Affine<Fp> random_point(std::mt19937_64& rng) {
     u32 e[12];
     unsigned long long carry = 1;
     for (int i = 0; i < 12; i++) {
@@ -46,7 +46,7 @@ static Affine random_point(std::mt19937_64& rng) {
     }
 }
 
-static bool same_point(const Xyzz& a, const Xyzz& b) {
+static bool same_point(const Xyzz<Fp>& a, const Xyzz<Fp>& b) {
     if (xyzz_is_inf(a) || xyzz_is_inf(b)) return xyzz_is_inf(a) && xyzz_is_inf(b);
     return fe_eq<FpTag>(fe_mul<FpTag>(a.x, b.zz), fe_mul<FpTag>(b.x, a.zz)) &&
            fe_eq<FpTag>(fe_mul<FpTag>(a.y, b.zzz), fe_mul<FpTag>(b.y, a.zzz));
@@ -66,7 +66,7 @@ static unsigned grid_for(size_t threads, unsigned block) { return (unsigned)((th
 int main() {
     std::mt19937_64 rng(3);
     const u32 npoints = 300;
-    std::vector<Affine> pts;
+    std::vector<Affine<Fp>> pts;
     for (u32 i = 0; i < npoints; i++) pts.push_back(random_point(rng));
     pts[7].x = fe_zero<FpTag>();  // points at infinity, as parameters may hold them
     pts[7].y = fe_zero<FpTag>();
@@ -100,7 +100,7 @@ int main() {
     }
     host_scan(counts, offsets);
 
-    std::vector<Xyzz> want(nb, xyzz_inf());
+    std::vector<Xyzz<Fp>> want(nb, xyzz_inf<Fp>());
     for (u32 b = 0; b < nb; b++)
         for (u32 e : content[b])
             want[b] = xyzz_add_affine_any(want[b], pts[e & 0x7fffffffu], (e >> 31) != 0);
@@ -119,7 +119,7 @@ int main() {
         });
         for (u32 b = 0; b < nb; b++) {
             checks++;
-            if (!same_point(load_xyzz(buckets.data(), b), want[b])) {
+            if (!same_point(load_xyzz<Fp>(buckets.data(), b), want[b])) {
                 printf("FAIL bucket %u (%zu points), chunks of %u\n", b, content[b].size(), chunk);
                 return 1;
             }

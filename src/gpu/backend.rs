@@ -3,7 +3,9 @@
 //! Per partition: a, b, c go to the GPU (their host memory is released once they are there),
 //! H comes out of the NTTs without leaving the device, and the four G1 MSMs run over parameter
 //! point sets kept resident on the GPU between proofs (keyed by `Srs::id`), or, when
-//! they do not fit, streamed from host memory piece by piece.
+//! they do not fit, streamed from host memory piece by piece. The B query's G2 points join the
+//! resident G1 sets when there is room for them too: the B multiexp in G2 then runs beside the
+//! one in G1, over its sort, and the CPU finalizer is left the randomization only.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -14,13 +16,14 @@ use ff::Field;
 
 use super::device::{list_devices, DevBuf, Gpu, Lane, OutOfDeviceMemory};
 use super::limbs::{
-    affine_as_limbs, scalars_as_limbs, scalars_as_limbs_mut, AFFINE_LIMBS, FR_LIMBS,
+    points_as_limbs, scalars_as_limbs, scalars_as_limbs_mut, DeviceAffine, AFFINE_LIMBS, FR_LIMBS,
+    G2_AFFINE_LIMBS,
 };
-use super::msm::{msm, msm_streamed, scratch_bytes};
+use super::msm::{g2_scratch_bytes, msm, msm_shared, msm_streamed, scratch_bytes};
 use super::ntt::Ntt;
 use super::products::DeviceR1cs;
 use crate::groth16::{
-    Backend, CpuBackend, Density, Evaluations, G1Sums, PackedWitness, R1cs, Srs, Witness,
+    Backend, CpuBackend, Density, Evaluations, Multiexps, PackedWitness, R1cs, Srs, Witness,
 };
 
 /// Which backend proves: `auto` takes a usable GPU when there is one.
@@ -85,7 +88,8 @@ pub fn select_backends(
     }
 }
 
-/// One circuit's G1 point sets on the device.
+/// One circuit's point sets on the device: the G1 sets, and the B query's G2 points when they
+/// fit too.
 struct Resident {
     id: String,
     lens: [usize; 4],
@@ -93,12 +97,59 @@ struct Resident {
     l: DevBuf<u32>,
     a: DevBuf<u32>,
     b_g1: DevBuf<u32>,
+    /// `Srs::b_g2`, summed beside `b_g1` over one sort; `None` while they do not fit, the B
+    /// multiexp in G2 then being the CPU finalizer's.
+    b_g2: Option<DevBuf<u32>>,
+    /// Whether the log has said why `b_g2` is not here (once per residency).
+    b_g2_told: bool,
     last_use: u64,
 }
 
 impl Resident {
     fn bytes(&self) -> usize {
-        self.h.bytes() + self.l.bytes() + self.a.bytes() + self.b_g1.bytes()
+        self.h.bytes()
+            + self.l.bytes()
+            + self.a.bytes()
+            + self.b_g1.bytes()
+            + self.b_g2.as_ref().map_or(0, DevBuf::bytes)
+    }
+
+    fn sets(&self) -> PointSets<'_> {
+        PointSets {
+            h: &self.h,
+            l: &self.l,
+            a: &self.a,
+            b_g1: &self.b_g1,
+            b_g2: self.b_g2.as_ref(),
+        }
+    }
+}
+
+/// Where the B multiexp in G2 runs, for a circuit whose G1 sets are resident.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum G2Place {
+    /// On the device: its points fit in the free memory beside a proving start's working
+    /// memory (G2 scratch included).
+    Device,
+    /// On the CPU finalizer: the parameters' G2 points are not the B query's (their number
+    /// differs from the G1 points'; parameters made for G1 checks only). The finalizer reports
+    /// the mismatch when it needs them.
+    NotTheBQuery,
+    /// On the CPU finalizer: not enough free device memory. They never evict anything: G1 sets
+    /// and recorded constraints save more CPU time per byte.
+    NoRoom,
+}
+
+/// Where the B multiexp in G2 runs, for `g2_points` parameter points in G2 and `b_points` in
+/// G1, with `free` device bytes free and `working` bytes a proving start needs with the G2
+/// multiexp.
+fn place_b_g2(b_points: usize, g2_points: usize, free: usize, working: usize) -> G2Place {
+    if g2_points != b_points {
+        G2Place::NotTheBQuery
+    } else if g2_points * G2_AFFINE_LIMBS * 4 + working <= free {
+        G2Place::Device
+    } else {
+        G2Place::NoRoom
     }
 }
 
@@ -120,9 +171,9 @@ fn set_lens(srs: &Srs) -> [usize; 4] {
     [srs.h.len(), srs.l.len(), srs.a.len(), srs.b_g1.len()]
 }
 
-fn upload_points(gpu: &Gpu, p: &[G1Affine]) -> Result<DevBuf<u32>> {
-    let buf = gpu.alloc::<u32>(p.len() * AFFINE_LIMBS)?;
-    gpu.upload(&buf, 0, affine_as_limbs(p))?;
+fn upload_points<P: DeviceAffine>(gpu: &Gpu, p: &[P]) -> Result<DevBuf<u32>> {
+    let buf = gpu.alloc::<u32>(p.len() * P::LIMBS)?;
+    gpu.upload(&buf, 0, points_as_limbs(p))?;
     Ok(buf)
 }
 
@@ -239,6 +290,8 @@ impl CudaBackend {
                 l: upload_points(&self.gpu, &srs.l)?,
                 a: upload_points(&self.gpu, &srs.a)?,
                 b_g1: upload_points(&self.gpu, &srs.b_g1)?,
+                b_g2: None,
+                b_g2_told: false,
                 last_use: st.clock,
             })
         })();
@@ -256,13 +309,52 @@ impl CudaBackend {
         }
     }
 
+    /// Puts resident entry `i`'s B query in G2 on the device beside its G1 sets when it fits
+    /// with `working` bytes of per-proof memory (the G2 multiexp's scratch included), and says
+    /// once in the log why not when it does not: the B multiexp in G2 then stays on the CPU
+    /// finalizer.
+    fn ensure_b_g2(&self, st: &mut State, i: usize, srs: &Srs, working: usize) -> Result<()> {
+        let Some(r) = st.resident.get_mut(i) else {
+            bail!("no resident entry {i}");
+        };
+        if r.b_g2.is_some() {
+            return Ok(());
+        }
+        let (free, _) = self.gpu.mem_info()?;
+        let need = srs.b_g2.len() * G2_AFFINE_LIMBS * 4;
+        let place = place_b_g2(srs.b_g1.len(), srs.b_g2.len(), free, working);
+        if place == G2Place::Device {
+            match upload_points(&self.gpu, &srs.b_g2) {
+                Ok(d) => {
+                    tracing::info!(srs = %srs.id, bytes = d.bytes(), gpu = %self.gpu.info, "B query in G2 resident on the GPU: its multiexp runs beside the one in G1");
+                    r.b_g2 = Some(d);
+                    return Ok(());
+                }
+                Err(e) if e.downcast_ref::<OutOfDeviceMemory>().is_none() => return Err(e),
+                Err(_) => {}
+            }
+        }
+        if !r.b_g2_told {
+            r.b_g2_told = true;
+            match place {
+                G2Place::NotTheBQuery => {
+                    tracing::warn!(srs = %srs.id, g2_points = srs.b_g2.len(), g1_points = srs.b_g1.len(), "the parameters' B points in G2 do not match those in G1: the B multiexp in G2 is left to the CPU finalizer")
+                }
+                _ => {
+                    tracing::warn!(srs = %srs.id, need, free, working, gpu = %self.gpu.info, "the B query's G2 points do not fit on the GPU beside the G1 points: the B multiexp in G2 runs on the CPU finalizer (slower)")
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn start_locked(
         &self,
         st: &mut State,
         srs: &Srs,
         evals: Evaluations,
         witness: &Witness,
-    ) -> Result<G1Sums> {
+    ) -> Result<Multiexps> {
         let gpu = &self.gpu;
         gpu.bind()?;
         let n = evals.constraints();
@@ -274,27 +366,24 @@ impl CudaBackend {
                 srs.h.len()
             );
         }
-        let working = start_peak_bytes(
-            domain,
-            [
-                witness.aux.len(),
-                witness.a_query_len(),
-                witness.b_query_len(),
-            ],
-        ) + super::ntt::twiddle_bytes(domain.trailing_zeros());
+        let lens = [
+            witness.aux.len(),
+            witness.a_query_len(),
+            witness.b_query_len(),
+        ];
+        let tables = super::ntt::twiddle_bytes(domain.trailing_zeros());
+        let working = start_peak_bytes(domain, lens, false) + tables;
         let resident = self.ensure_resident(st, srs, working)?;
 
         match resident {
             Some(i) => {
-                let r = &st.resident[i];
-                let sets = PointSets {
-                    h: &r.h,
-                    l: &r.l,
-                    a: &r.a,
-                    b_g1: &r.b_g1,
-                };
+                self.ensure_b_g2(st, i, srs, start_peak_bytes(domain, lens, true) + tables)?;
+                let State { ntt, resident, .. } = st;
+                let r = resident
+                    .get(i)
+                    .ok_or_else(|| anyhow!("no resident entry {i}"))?;
                 let (sums, phases) =
-                    start_resident(gpu, &mut st.ntt, sets, StartInput::Host { evals, witness })?;
+                    start_resident(gpu, ntt, r.sets(), StartInput::Host { evals, witness })?;
                 tracing::debug!(gpu = %gpu.info, ?phases, "proving start");
                 Ok(sums)
             }
@@ -329,11 +418,13 @@ impl CudaBackend {
                     msm_ms[k] = ms(t);
                     sum
                 };
-                let sums = G1Sums {
+                // B in G2 is left to the CPU finalizer: its points are not resident either.
+                let sums = Multiexps {
                     h: timed(0, &srs.h, &h_scalars)?,
                     l: timed(1, &srs.l, &witness.aux)?,
                     a: timed(2, &srs.a, &witness.a_query_scalars())?,
                     b_g1: timed(3, &srs.b_g1, &witness.b_query_scalars())?,
+                    b_g2: None,
                 };
                 tracing::info!(gpu = %gpu.info, h_ms, msm_h_ms = msm_ms[0], msm_l_ms = msm_ms[1],
                     msm_a_ms = msm_ms[2], msm_b_ms = msm_ms[3], "streamed proving start");
@@ -344,21 +435,26 @@ impl CudaBackend {
 }
 
 /// Device bytes `start_resident` holds at its peak besides the point sets and the NTT's tables,
-/// for a domain of `domain` and L, A, B MSMs of `msm_lens` scalars. a, b and c (3 domains) are
-/// on the device only while H is computed; then H's coefficients (one domain), the witness
-/// scalars and an MSM's scratch. Counting the larger phase rather than the sum of both is what
-/// lets a 32 GiB sector's points (41 GB) stay resident on an 80 GB GPU: ~37 GB at the peak
-/// instead of ~45.
-pub fn start_peak_bytes(domain: usize, msm_lens: [usize; 3]) -> usize {
+/// for a domain of `domain` and L, A, B MSMs of `msm_lens` scalars, the B MSM in G2 too when
+/// `b_g2`. a, b and c (3 domains) are on the device only while H is computed; then H's
+/// coefficients (one domain), the witness scalars and an MSM's scratch: the largest one's, or
+/// the B MSM's with its G2 half, whichever is more. Counting the larger phase rather than the
+/// sum of both is what lets a 32 GiB sector's points (41 GB) stay resident on an 80 GB GPU:
+/// ~37 GB at the peak instead of ~45.
+pub fn start_peak_bytes(domain: usize, msm_lens: [usize; 3], b_g2: bool) -> usize {
     let scalar = FR_LIMBS * 4;
     let witness = msm_lens.iter().sum::<usize>() * scalar;
     let largest_msm = msm_lens.into_iter().fold(domain, usize::max);
+    let mut scratch = scratch_bytes(largest_msm);
+    if b_g2 {
+        let b = msm_lens[2];
+        scratch = scratch.max(scratch_bytes(b) + g2_scratch_bytes(b));
+    }
     let h_phase = 3 * domain * scalar;
-    let msm_phase = domain * scalar + witness + scratch_bytes(largest_msm);
+    let msm_phase = domain * scalar + witness + scratch;
     h_phase.max(msm_phase)
 }
 
-/// Where a proving start's A, B, C evaluations come from.
 /// What a proving start works from.
 pub enum StartInput<'a> {
     /// a, b, c and the witness made on the host: copied over.
@@ -399,12 +495,14 @@ impl StartInput<'_> {
     }
 }
 
-/// One circuit's G1 point sets on the device.
+/// One circuit's point sets on the device: the G1 sets, and the B query's G2 points when the
+/// B multiexp in G2 is to run there too.
 pub struct PointSets<'a> {
     pub h: &'a DevBuf<u32>,
     pub l: &'a DevBuf<u32>,
     pub a: &'a DevBuf<u32>,
     pub b_g1: &'a DevBuf<u32>,
+    pub b_g2: Option<&'a DevBuf<u32>>,
 }
 
 /// Where the time of one proving start went, on the host clock.
@@ -428,18 +526,23 @@ pub struct StartPhases {
     pub witness_wait_ms: f64,
     pub msm_l_ms: f64,
     pub msm_a_ms: f64,
+    /// The B MSM: in G1, and in G2 over the same sort when its points are resident
+    /// (`b_g2_on_device`).
     pub msm_b_ms: f64,
+    pub b_g2_on_device: bool,
     pub total_ms: f64,
 }
 
 /// Proving start over resident point sets: H (from host-made a, b, c, or all on the device
-/// from a packed witness), then the L, A and B multiexps.
+/// from a packed witness), then the L, A and B multiexps. With the B query's G2 points among
+/// the sets, the B MSM sums them too (over its G1 half's sort), and the result carries the B
+/// multiexp in G2.
 pub fn start_resident(
     gpu: &Gpu,
     ntt: &mut Ntt,
     sets: PointSets,
     input: StartInput,
-) -> Result<(G1Sums, StartPhases)> {
+) -> Result<(Multiexps, StartPhases)> {
     gpu.bind()?;
     let n = input.constraints();
     let domain = n.max(1).next_power_of_two();
@@ -455,6 +558,15 @@ pub fn start_resident(
             bail!(
                 "{len} scalars for the {} {name} points",
                 points.len() / AFFINE_LIMBS
+            );
+        }
+    }
+    if let Some(b_g2) = sets.b_g2 {
+        if b_g2.len() != lens[2] * G2_AFFINE_LIMBS {
+            bail!(
+                "{} scalars for the {} B points in G2",
+                lens[2],
+                b_g2.len() / G2_AFFINE_LIMBS
             );
         }
     }
@@ -479,10 +591,18 @@ pub fn start_resident(
     let a = msm(gpu, sets.a, &d_a, lens[1])?;
     phases.msm_a_ms = ms(t);
     let t = Instant::now();
-    let b_g1 = msm(gpu, sets.b_g1, &d_b, lens[2])?;
+    let b = msm_shared(gpu, sets.b_g1, sets.b_g2, &d_b, lens[2])?;
     phases.msm_b_ms = ms(t);
+    phases.b_g2_on_device = b.g2.is_some();
     phases.total_ms = ms(total);
-    Ok((G1Sums { h, l, a, b_g1 }, phases))
+    let sums = Multiexps {
+        h,
+        l,
+        a,
+        b_g1: b.g1,
+        b_g2: b.g2,
+    };
+    Ok((sums, phases))
 }
 
 /// H's multiexp from host-made a, b, c: a goes first; while the GPU transforms it, b goes over
@@ -632,7 +752,7 @@ impl CudaBackend {
         srs: &Srs,
         r1cs: &R1cs,
         witness: &PackedWitness,
-    ) -> Result<Option<G1Sums>> {
+    ) -> Result<Option<Multiexps>> {
         let gpu = &self.gpu;
         gpu.bind()?;
         let domain = r1cs.constraints().max(1).next_power_of_two();
@@ -649,10 +769,11 @@ impl CudaBackend {
         ];
         // Besides the usual working memory, the expanded witness is on the device while H is
         // made, and its packed form while it is expanded.
-        let working = start_peak_bytes(domain, lens)
-            + (r1cs.aux + r1cs.inputs) * FR_LIMBS * 4
+        let extra = (r1cs.aux + r1cs.inputs) * FR_LIMBS * 4
             + super::witness::expand_scratch_bytes(&witness.aux)
             + super::ntt::twiddle_bytes(domain.trailing_zeros());
+        let working = start_peak_bytes(domain, lens, false) + extra;
+        let working_g2 = start_peak_bytes(domain, lens, true) + extra;
         if st
             .constraints
             .as_ref()
@@ -660,13 +781,20 @@ impl CudaBackend {
         {
             st.constraints = None;
         }
-        // The points first: keeping them resident matters more than products on the device.
+        // The G1 points first: keeping them resident matters more than products on the device,
+        // and the products more than the B multiexp in G2 on the device (the CPU makes it in
+        // a fraction of the time A, B and C take there).
         let Some(i) = self.ensure_resident(st, srs, working)? else {
             return Ok(None);
         };
         if st.constraints.is_none() {
             let need = DeviceR1cs::bytes_for(r1cs);
             let (free, _) = gpu.mem_info()?;
+            // With the G2 points resident already, a start needs the G2 scratch as well.
+            let working = match st.resident[i].b_g2 {
+                Some(_) => working_g2,
+                None => working,
+            };
             if need + working > free {
                 tracing::info!(circuit = %r1cs.circuit_id, need, free, working, "recorded constraints do not fit beside the points");
                 return Ok(None);
@@ -680,6 +808,7 @@ impl CudaBackend {
                 Err(e) => return Err(e),
             }
         }
+        self.ensure_b_g2(st, i, srs, working_g2)?;
         let State {
             ntt,
             resident,
@@ -689,16 +818,10 @@ impl CudaBackend {
         let (Some(r), Some(d)) = (resident.get(i), constraints.as_ref()) else {
             return Ok(None);
         };
-        let sets = PointSets {
-            h: &r.h,
-            l: &r.l,
-            a: &r.a,
-            b_g1: &r.b_g1,
-        };
         let (sums, phases) = start_resident(
             gpu,
             ntt,
-            sets,
+            r.sets(),
             StartInput::Device {
                 constraints: d,
                 witness,
@@ -732,13 +855,13 @@ impl Backend for CudaBackend {
         srs: &Srs,
         r1cs: &R1cs,
         witness: &PackedWitness,
-    ) -> Result<Option<G1Sums>> {
+    ) -> Result<Option<Multiexps>> {
         let mut st = self.state()?;
         self.start_from_constraints_locked(&mut st, srs, r1cs, witness)
             .with_context(|| format!("proving start on {}", self.gpu.info))
     }
 
-    fn start(&self, srs: &Srs, evals: Evaluations, witness: &Witness) -> Result<G1Sums> {
+    fn start(&self, srs: &Srs, evals: Evaluations, witness: &Witness) -> Result<Multiexps> {
         let mut st = self.state()?;
         self.start_locked(&mut st, srs, evals, witness)
             .with_context(|| format!("proving start on {}", self.gpu.info))
@@ -752,17 +875,23 @@ mod tests {
 
     const GIB: usize = 1 << 30;
 
-    /// A 32 GiB PoRep partition (130,278,869 constraints and aux variables, A density 99.6 %,
-    /// B density 25.5 %): its G1 points and the proving start's peak fit in an 80 GB GPU
-    /// (79.6 GiB as the driver reports an H100 or A100 80 GB), with a GiB left for the CUDA
-    /// context and kernels.
+    /// A 32 GiB PoRep partition: 130,278,869 constraints and aux variables, A density 99.6 %,
+    /// B density 25.5 %.
+    const DOMAIN_32G: usize = 1 << 27;
+    const LENS_32G: [usize; 3] = [130_278_869, 129_757_753, 33_221_111];
+    /// Its recorded constraints on the device (`DeviceR1cs::bytes`, as logged on an H200).
+    const CONSTRAINTS_32G: usize = 7_342_536_468;
+
+    fn g1_points_32g() -> usize {
+        ((DOMAIN_32G - 1) + LENS_32G.iter().sum::<usize>()) * AFFINE_LIMBS * 4
+    }
+
+    /// Its G1 points and the proving start's peak fit in an 80 GB GPU (79.6 GiB as the driver
+    /// reports an H100 or A100 80 GB), with a GiB left for the CUDA context and kernels.
     #[test]
     fn a_32_gib_partition_stays_resident_on_80_gb() {
-        let domain = 1usize << 27;
-        let lens = [130_278_869usize, 129_757_753, 33_221_111];
-        let points = (domain - 1) + lens.iter().sum::<usize>();
-        let need = points * AFFINE_LIMBS * 4;
-        let working = start_peak_bytes(domain, lens) + twiddle_bytes(27);
+        let need = g1_points_32g();
+        let working = start_peak_bytes(DOMAIN_32G, LENS_32G, false) + twiddle_bytes(27);
         assert!(
             need + working + GIB <= 79 * GIB,
             "{} GiB of points + {} GiB working",
@@ -770,15 +899,73 @@ mod tests {
             working / GIB
         );
         // The H phase alone is smaller than the MSM phase here.
-        assert!(start_peak_bytes(domain, lens) > 3 * domain * FR_LIMBS * 4);
+        assert!(start_peak_bytes(DOMAIN_32G, LENS_32G, false) > 3 * DOMAIN_32G * FR_LIMBS * 4);
+    }
+
+    /// On an H200 (139.8 GiB) the B query's G2 points (6.4 GB) join the G1 points and the
+    /// recorded constraints beside a start's working memory with tens of GiB to spare. (On an
+    /// 80 GB GPU the same accounting leaves them under a GiB without the constraints, so there
+    /// the free memory at run time decides.)
+    #[test]
+    fn the_b_query_in_g2_is_resident_on_an_h200() {
+        let g2_points = LENS_32G[2];
+        let working = start_peak_bytes(DOMAIN_32G, LENS_32G, true) + twiddle_bytes(27);
+        let h200 = 139 * GIB + 8 * GIB / 10;
+        let free = h200 - (g1_points_32g() + CONSTRAINTS_32G + GIB);
+        assert_eq!(
+            place_b_g2(g2_points, g2_points, free, working),
+            G2Place::Device
+        );
+        let spare = free - (g2_points * G2_AFFINE_LIMBS * 4 + working);
+        assert!(spare > 40 * GIB, "{} GiB to spare", spare / GIB);
+    }
+
+    /// The placement's edges: exactly enough room, one byte short, and G2 points that are not
+    /// the B query's (gpu-check's G1-only parameters) stay off the device whatever the room.
+    #[test]
+    fn b_g2_placement() {
+        let (points, working) = (1000, 5000);
+        let need = points * G2_AFFINE_LIMBS * 4 + working;
+        assert_eq!(place_b_g2(points, points, need, working), G2Place::Device);
+        assert_eq!(
+            place_b_g2(points, points, need - 1, working),
+            G2Place::NoRoom
+        );
+        assert_eq!(
+            place_b_g2(points, 0, usize::MAX / 2, working),
+            G2Place::NotTheBQuery
+        );
+        // An empty B query goes on the device at no cost.
+        assert_eq!(place_b_g2(0, 0, working, working), G2Place::Device);
+    }
+
+    /// The G2 half of the B MSM counts in the peak when it is bigger than the largest G1 MSM's
+    /// scratch, and never lowers it.
+    #[test]
+    fn peak_counts_the_g2_half_of_the_b_msm() {
+        let domain = 1usize << 20;
+        // B as large as the domain: its G1 and G2 scratch together exceed any G1 MSM's.
+        let lens = [domain, domain, domain];
+        let with = start_peak_bytes(domain, lens, true);
+        let without = start_peak_bytes(domain, lens, false);
+        assert_eq!(with - without, g2_scratch_bytes(domain));
+        // At the 32 GiB shape the B query is a quarter of L: the G2 half still shows.
+        let with = start_peak_bytes(DOMAIN_32G, LENS_32G, true);
+        let without = start_peak_bytes(DOMAIN_32G, LENS_32G, false);
+        assert!(with >= without);
+        assert!(
+            with - without < 2 * GIB,
+            "{} MiB for the G2 half",
+            (with - without) >> 20
+        );
     }
 
     /// More witness scalars than domain points: the MSM scratch follows the larger MSM.
     #[test]
     fn peak_follows_the_largest_msm() {
         let domain = 1usize << 20;
-        let small = start_peak_bytes(domain, [domain / 2, domain / 2, 10]);
-        let large = start_peak_bytes(domain, [domain / 2, 4 * domain, 10]);
+        let small = start_peak_bytes(domain, [domain / 2, domain / 2, 10], false);
+        let large = start_peak_bytes(domain, [domain / 2, 4 * domain, 10], false);
         assert!(large - small >= scratch_bytes(4 * domain) - scratch_bytes(domain));
     }
 }

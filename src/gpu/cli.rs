@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use blstrs::{G1Affine, G1Projective, Scalar as Fr};
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar as Fr};
 use ff::{Field, PrimeField};
 use group::{prime::PrimeCurveAffine, Curve};
 use rand::{Rng, RngCore, SeedableRng};
@@ -15,12 +15,14 @@ use super::backend::{start_peak_bytes, start_resident, CudaBackend, PointSets, S
 use super::device::{list_devices, DevBuf, Gpu};
 use super::inputs::{download_scalars, gen_points, gen_scalars, ladder};
 use super::limbs::{
-    affine_as_limbs, affine_as_limbs_mut, scalars_as_limbs, AFFINE_LIMBS, FR_LIMBS,
+    affine_as_limbs, affine_as_limbs_mut, points_as_limbs, scalars_as_limbs, AFFINE_LIMBS,
+    FR_LIMBS, G2_AFFINE_LIMBS,
 };
-use super::msm::{msm, msm_streamed};
+use super::msm::{msm, msm_shared, msm_streamed, SharedSums};
 use super::ntt::{omega, twiddle_bytes, upload_scalars, Ntt};
 use crate::groth16::{
-    self, ntt as cpu_ntt, Backend, CpuBackend, Density, Evaluations, Srs, Witness,
+    self, ntt as cpu_ntt, prover::check_shape, Assignment, Backend, CpuBackend, Density,
+    Evaluations, Multiexps, Srs, Witness,
 };
 
 /// `c2q gpu-check`: compare the GPU with the CPU backend on fresh random inputs.
@@ -74,6 +76,10 @@ pub struct BenchGpuArgs {
     /// Skip the partition-shaped run.
     #[arg(long)]
     pub no_partition: bool,
+    /// Time the partition-shaped start without the B query's G2 points on the device, its G2
+    /// multiexp left to the CPU finalizer (as on a GPU without room for them).
+    #[arg(long)]
+    pub no_g2: bool,
     /// Constraints of the partition-shaped run (default: a 32 GiB PoRep partition).
     #[arg(long, default_value_t = 130_278_869)]
     pub partition_constraints: usize,
@@ -141,7 +147,7 @@ fn porep_scalars(rng: &mut ChaCha8Rng, n: usize) -> Vec<Fr> {
 
 /// Random points (P_i = P_0 + i·Q for random P_0, Q), with a few at infinity when asked.
 fn random_points(rng: &mut ChaCha8Rng, n: usize, with_infinity: bool) -> Vec<G1Affine> {
-    let (mut out, _, _) = ladder(rng, n);
+    let (mut out, _, _) = ladder::<G1Projective>(rng, n);
     if with_infinity {
         for _ in 0..n.div_ceil(50) {
             let i = rng.gen_range(0..n);
@@ -151,11 +157,70 @@ fn random_points(rng: &mut ChaCha8Rng, n: usize, with_infinity: bool) -> Vec<G1A
     out
 }
 
+/// Random G2 points (Q_i = Q_0 + i·R), at infinity where `infinity` says.
+fn random_g2_points(rng: &mut ChaCha8Rng, n: usize, infinity: &[usize]) -> Vec<G2Affine> {
+    let (mut out, _, _) = ladder::<G2Projective>(rng, n);
+    for &i in infinity.iter().filter(|&&i| i < n) {
+        out[i] = G2Affine::identity();
+    }
+    out
+}
+
 fn gpu_msm_host(gpu: &Gpu, points: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective> {
     let dp = gpu.alloc::<u32>(points.len() * AFFINE_LIMBS)?;
     gpu.upload(&dp, 0, affine_as_limbs(points))?;
     let ds = upload_scalars(gpu, scalars)?;
     msm(gpu, &dp, &ds, points.len())
+}
+
+/// The B query's MSM on the GPU from host points and scalars: G1 and G2 over one sort.
+fn gpu_shared_msm_host(
+    gpu: &Gpu,
+    g1: &[G1Affine],
+    g2: &[G2Affine],
+    scalars: &[Fr],
+) -> Result<SharedSums> {
+    let d1 = gpu.alloc::<u32>(g1.len() * AFFINE_LIMBS)?;
+    gpu.upload(&d1, 0, affine_as_limbs(g1))?;
+    let d2 = gpu.alloc::<u32>(g2.len() * G2_AFFINE_LIMBS)?;
+    gpu.upload(&d2, 0, points_as_limbs(g2))?;
+    let ds = upload_scalars(gpu, scalars)?;
+    msm_shared(gpu, &d1, Some(&d2), &ds, scalars.len())
+}
+
+/// A CUDA proving start against the CPU backend's: the G1 multiexps equal, and the B
+/// multiexp in G2 made on the GPU (and equal to the finalizer's, `groth16::msm::b_g2`) exactly
+/// when `g2_on_gpu`.
+fn same_start(
+    cpu: &Multiexps,
+    gpu: &Multiexps,
+    g2_on_gpu: bool,
+    srs: &Srs,
+    witness: &Witness,
+) -> Result<bool> {
+    let g1 = (gpu.h, gpu.l, gpu.a, gpu.b_g1) == (cpu.h, cpu.l, cpu.a, cpu.b_g1);
+    let g2 = match (gpu.b_g2, g2_on_gpu) {
+        (Some(b_g2), true) => b_g2 == groth16::msm::b_g2(srs, witness)?,
+        (None, false) => true,
+        _ => false,
+    };
+    Ok(g1 && g2 && cpu.b_g2.is_none())
+}
+
+/// A proof through the CUDA backend with the same r, s as `groth16::prove`, and whether the
+/// backend made the B multiexp in G2 (the finalizer then used it, not the witness).
+fn cuda_proof(
+    backend: &CudaBackend,
+    srs: &Srs,
+    assignment: Assignment,
+    r: Fr,
+    s: Fr,
+) -> Result<(groth16::Proof, bool)> {
+    let Assignment { witness, evals } = assignment;
+    check_shape(srs, &evals, &witness)?;
+    let sums = backend.start(srs, evals, &witness)?;
+    let proof = groth16::finish(srs, &sums, Some(&witness), r, s)?;
+    Ok((proof, sums.b_g2.is_some()))
 }
 
 /// `c2q gpu-check`. Ok(true) when every comparison matched.
@@ -264,7 +329,12 @@ pub fn gpu_check(args: &GpuCheckArgs) -> Result<bool> {
         let i = rng.gen_range(0..max_n);
         points_inf[i] = G1Affine::identity();
     }
-    let sizes = [1usize, 2, 3, 31, 100, 1000, 4097, 65_537, max_n];
+    // Below --max-log 17 the fixed sizes past the largest are left out.
+    let sizes: Vec<usize> = [1usize, 2, 3, 31, 100, 1000, 4097, 65_537]
+        .into_iter()
+        .filter(|&n| n < max_n)
+        .chain([max_n])
+        .collect();
     type Gen = fn(&mut ChaCha8Rng, usize) -> Vec<Fr>;
     let kinds: [(&str, Gen); 8] = [
         ("full-width", random_scalars),
@@ -326,11 +396,75 @@ pub fn gpu_check(args: &GpuCheckArgs) -> Result<bool> {
         t.check(&format!("msm {n} repeated points"), got == want);
     }
     {
-        let n = 70_001;
+        let n = max_n.min(70_001);
         let scalars = porep_scalars(&mut rng, n);
         let want = groth16::msm::g1(&points_inf[..n], &scalars);
         let got = msm_streamed(gpu, &points_inf[..n], &scalars)?;
         t.check("msm streamed from host", got == want);
+    }
+
+    // The B query's MSM: G1 and G2 points under the same scalars, classified and sorted once
+    // (`msm_shared`), each sum against blst's multiexp. G2 sizes stop at 2^20 + 1: the host's
+    // references cost several times G1's.
+    let max_n2 = (1usize << max_log.min(20)) + 1;
+    let infinity: Vec<usize> = (0..max_n2.div_ceil(50))
+        .map(|_| rng.gen_range(0..max_n2))
+        .collect();
+    let g2_points = random_g2_points(&mut rng, max_n2, &[]);
+    let g2_points_inf = random_g2_points(&mut rng, max_n2, &infinity);
+    // The G1 points at infinity where the G2 ones are, as in parameters (both are b_i(τ) times
+    // a generator).
+    let mut g1_points_inf = points[..max_n2].to_vec();
+    for &i in &infinity {
+        g1_points_inf[i] = G1Affine::identity();
+    }
+    let g2_sizes: Vec<usize> = [1usize, 2, 3, 31, 1000, 4097, 65_537]
+        .into_iter()
+        .filter(|&n| n < max_n2)
+        .chain([max_n2])
+        .collect();
+    for &n in &g2_sizes {
+        for (name, gen) in &kinds {
+            if n == max_n2
+                && !matches!(
+                    *name,
+                    "full-width" | "porep-like 0/1" | "one repeated value"
+                )
+            {
+                continue;
+            }
+            let scalars = gen(&mut rng, n);
+            for (g1, g2, inf) in [
+                (&points[..n], &g2_points[..n], false),
+                (&g1_points_inf[..n], &g2_points_inf[..n], true),
+            ] {
+                if inf && n > 4097 && *name != "porep-like 0/1" {
+                    continue;
+                }
+                let want = SharedSums {
+                    g1: groth16::msm::g1(g1, &scalars),
+                    g2: Some(groth16::msm::g2(g2, &scalars)),
+                };
+                let got = gpu_shared_msm_host(gpu, g1, g2, &scalars)?;
+                let label = format!(
+                    "msm g1+g2 {n} {name}{}",
+                    if inf { " with points at infinity" } else { "" }
+                );
+                t.check(&label, got == want);
+            }
+        }
+    }
+    {
+        let n = 4097;
+        let g1: Vec<G1Affine> = (0..n).map(|i| g1_points_inf[i % 13]).collect();
+        let g2: Vec<G2Affine> = (0..n).map(|i| g2_points_inf[i % 13]).collect();
+        let scalars: Vec<Fr> = (0..n).map(|_| Fr::from(rng.gen_range(2..6u64))).collect();
+        let want = SharedSums {
+            g1: groth16::msm::g1(&g1, &scalars),
+            g2: Some(groth16::msm::g2(&g2, &scalars)),
+        };
+        let got = gpu_shared_msm_host(gpu, &g1, &g2, &scalars)?;
+        t.check(&format!("msm g1+g2 {n} repeated points"), got == want);
     }
 
     // Proving start through the Backend trait: synthetic parameters, full densities.
@@ -344,7 +478,7 @@ pub fn gpu_check(args: &GpuCheckArgs) -> Result<bool> {
             l: random_points(&mut rng, aux, true),
             a: random_points(&mut rng, inputs + aux, true),
             b_g1: random_points(&mut rng, inputs + aux, true),
-            b_g2: Vec::new(),
+            b_g2: random_g2_points(&mut rng, inputs + aux, &[1, aux / 2]),
         };
         let witness = Witness {
             input: random_scalars(&mut rng, inputs),
@@ -361,14 +495,14 @@ pub fn gpu_check(args: &GpuCheckArgs) -> Result<bool> {
         let want = CpuBackend.start(&srs, evals.clone(), &witness)?;
         let got = backend.start(&srs, evals.clone(), &witness)?;
         t.check(
-            &format!("proving start, {constraints} constraints"),
-            got == want,
+            &format!("proving start, {constraints} constraints, B in G2 on the GPU"),
+            same_start(&want, &got, true, &srs, &witness)?,
         );
         // Second call: the parameters are resident now.
         let again = backend.start(&srs, evals.clone(), &witness)?;
         t.check(
             &format!("proving start again (resident), {constraints} constraints"),
-            again == want,
+            same_start(&want, &again, true, &srs, &witness)?,
         );
         // A memory limit one byte short of what residency needs: the same start proves from
         // host memory (H two domains at a time, the MSMs in pieces), within the limit.
@@ -378,17 +512,31 @@ pub fn gpu_check(args: &GpuCheckArgs) -> Result<bool> {
             witness.a_query_len(),
             witness.b_query_len(),
         ];
-        let limit = points * AFFINE_LIMBS * 4
-            + start_peak_bytes(domain, lens)
-            + twiddle_bytes(domain.trailing_zeros())
-            - 1;
+        let g1_resident = points * AFFINE_LIMBS * 4
+            + start_peak_bytes(domain, lens, false)
+            + twiddle_bytes(domain.trailing_zeros());
+        let limit = g1_resident - 1;
         let limited = CudaBackend::with_memory_limit(args.device, Some(limit))?;
-        let streamed = limited.start(&srs, evals, &witness)?;
+        let streamed = limited.start(&srs, evals.clone(), &witness)?;
         t.check(
             &format!(
-                "proving start streamed within a {limit}-byte limit, {constraints} constraints"
+                "proving start streamed within a {limit}-byte limit, {constraints} constraints, \
+                 B in G2 left to the CPU"
             ),
-            streamed == want && limited.resident_bytes() == 0,
+            same_start(&want, &streamed, false, &srs, &witness)? && limited.resident_bytes() == 0,
+        );
+        // Room for the G1 points and a start, not for the G2 points as well: the G1 sets stay
+        // resident and the B multiexp in G2 is left to the CPU finalizer.
+        let limit = g1_resident + srs.b_g2.len() * G2_AFFINE_LIMBS * 4 / 2;
+        let limited = CudaBackend::with_memory_limit(args.device, Some(limit))?;
+        let g1_only = limited.start(&srs, evals, &witness)?;
+        t.check(
+            &format!(
+                "proving start with no room for the B query in G2 within a {limit}-byte \
+                 limit, {constraints} constraints: G1 resident, B in G2 left to the CPU"
+            ),
+            same_start(&want, &g1_only, false, &srs, &witness)?
+                && limited.resident_bytes() == points * AFFINE_LIMBS * 4,
         );
     }
 
@@ -399,7 +547,8 @@ pub fn gpu_check(args: &GpuCheckArgs) -> Result<bool> {
         let r = Fr::random(&mut rng);
         let s = Fr::random(&mut rng);
         let cpu = groth16::prove(&CpuBackend, &canary, job.synthesize(0)?, r, s)?;
-        let gpu_proof = groth16::prove(&backend, &canary, job.synthesize(0)?, r, s)?;
+        let (gpu_proof, g2_on_gpu) = cuda_proof(&backend, &canary, job.synthesize(0)?, r, s)?;
+        t.check("canary: B in G2 made on the GPU", g2_on_gpu);
         let bytes = |p: &groth16::Proof| -> Result<Vec<u8>> {
             let mut v = Vec::new();
             p.write(&mut v).context("cannot serialise a proof")?;
@@ -415,7 +564,11 @@ pub fn gpu_check(args: &GpuCheckArgs) -> Result<bool> {
         let packed = job.witness(0)?.packed();
         match backend.start_from_constraints(&canary, &*job.r1cs()?, &packed)? {
             Some(sums) => {
-                let on_device = groth16::finish(&canary, &sums, &witness, r, s)?;
+                t.check(
+                    "canary: B in G2 made on the GPU with products on the GPU",
+                    sums.b_g2.is_some(),
+                );
+                let on_device = groth16::finish(&canary, &sums, Some(&witness), r, s)?;
                 t.check(
                     "canary proof bytes, cpu = cuda with products on the GPU",
                     bytes(&cpu)? == bytes(&on_device)?,
@@ -541,7 +694,7 @@ pub fn bench_gpu(args: &BenchGpuArgs) -> Result<()> {
 
     if !args.no_msm {
         let n_max = 1usize << max_log;
-        let (points, _) = gen_points(gpu, n_max, &mut rng)?;
+        let (points, _) = gen_points::<G1Projective>(gpu, n_max, &mut rng)?;
         let scalars = gpu.alloc::<u32>(n_max * FR_LIMBS)?;
         for (work, mode) in [("msm full-width", 0u32), ("msm porep-like", 1)] {
             for log_n in min_log..=max_log {
@@ -553,11 +706,30 @@ pub fn bench_gpu(args: &BenchGpuArgs) -> Result<()> {
                 push(&mut rows, work, log_n, r);
             }
         }
+        // The B query's MSM, G1 and G2 over one sort, up to 2^26 (a 32 GiB partition's B query
+        // is 2^25): the G2 points of 2^26 take 12.9 GB.
+        let max_g2 = max_log.min(26);
+        if min_log <= max_g2 {
+            let (points2, _) = gen_points::<G2Projective>(gpu, 1 << max_g2, &mut rng)?;
+            for log_n in min_log..=max_g2 {
+                let n = 1usize << log_n;
+                gen_scalars(gpu, &scalars, n, 13 + log_n as u64, 1)?;
+                let r = time_events(gpu, args.reps, || {
+                    msm_shared(gpu, &points, Some(&points2), &scalars, n).map(|_| ())
+                })?;
+                push(&mut rows, "msm g1+g2 porep-like", log_n, r);
+            }
+        }
     }
 
     let mut partition = None;
     if !args.no_partition {
-        partition = Some(bench_partition(gpu, args.partition_constraints, &mut rng)?);
+        partition = Some(bench_partition(
+            gpu,
+            args.partition_constraints,
+            !args.no_g2,
+            &mut rng,
+        )?);
     }
     let mut streamed = None;
     if let Some(gib) = args.streamed_gib {
@@ -636,8 +808,14 @@ pub struct PartitionTiming {
 /// random SRS made on the GPU. Timed end to end from host-resident a, b, c and witness, through
 /// the backend's own proving start, twice with fresh inputs: the process's first proving start
 /// (`first`: pinned staging buffers and host threads still cold) and the one after it, which
-/// is what a worker proving partition after partition pays (`phases`).
-fn bench_partition(gpu: &Gpu, constraints: usize, rng: &mut ChaCha8Rng) -> Result<PartitionTiming> {
+/// is what a worker proving partition after partition pays (`phases`). With `b_g2`, the B
+/// query's G2 points are on the device too, and its B MSM sums them beside the G1 ones.
+fn bench_partition(
+    gpu: &Gpu,
+    constraints: usize,
+    b_g2: bool,
+    rng: &mut ChaCha8Rng,
+) -> Result<PartitionTiming> {
     let domain = constraints.next_power_of_two();
     let log_n = domain.trailing_zeros();
     let aux = constraints;
@@ -653,10 +831,14 @@ fn bench_partition(gpu: &Gpu, constraints: usize, rng: &mut ChaCha8Rng) -> Resul
     };
     eprintln!("partition: {constraints} constraints, domain 2^{log_n}: generating inputs …");
     let t = Instant::now();
-    let (h_set, _) = gen_points(gpu, domain - 1, rng)?;
-    let (l_set, _) = gen_points(gpu, aux, rng)?;
-    let (a_set, _) = gen_points(gpu, a_points, rng)?;
-    let (b_set, _) = gen_points(gpu, b_points, rng)?;
+    let (h_set, _) = gen_points::<G1Projective>(gpu, domain - 1, rng)?;
+    let (l_set, _) = gen_points::<G1Projective>(gpu, aux, rng)?;
+    let (a_set, _) = gen_points::<G1Projective>(gpu, a_points, rng)?;
+    let (b_set, _) = gen_points::<G1Projective>(gpu, b_points, rng)?;
+    let b2_set = match b_g2 {
+        true => Some(gen_points::<G2Projective>(gpu, b_points, rng)?.0),
+        false => None,
+    };
     let srs_gen_ms = t.elapsed().as_secs_f64() * 1e3;
 
     let mut ntt = Ntt::new();
@@ -680,6 +862,7 @@ fn bench_partition(gpu: &Gpu, constraints: usize, rng: &mut ChaCha8Rng) -> Resul
             l: &l_set,
             a: &a_set,
             b_g1: &b_set,
+            b_g2: b2_set.as_ref(),
         };
         // Device memory beyond the point sets and the NTT's tables, which are allocated by now.
         let held = gpu.allocated();
@@ -696,11 +879,16 @@ fn bench_partition(gpu: &Gpu, constraints: usize, rng: &mut ChaCha8Rng) -> Resul
         device_peak_bytes = gpu.peak_allocated().saturating_sub(held);
         // Keep the results observable so that nothing is optimised away, and sanity-check
         // them.
+        let g2_ok = sums.b_g2.is_some() == b_g2
+            && sums
+                .b_g2
+                .is_none_or(|p| bool::from(p.to_affine().is_on_curve()));
         if !bool::from(
             (sums.h + sums.l + sums.a + sums.b_g1)
                 .to_affine()
                 .is_on_curve(),
-        ) {
+        ) || !g2_ok
+        {
             bail!("partition run produced a point off the curve");
         }
         eprintln!(
@@ -712,7 +900,7 @@ fn bench_partition(gpu: &Gpu, constraints: usize, rng: &mut ChaCha8Rng) -> Resul
     }
     let phases = runs.pop().context("no partition run")?;
     let first = runs.pop().context("no first partition run")?;
-    let device_estimate_bytes = start_peak_bytes(domain, [aux, a_points, b_points]);
+    let device_estimate_bytes = start_peak_bytes(domain, [aux, a_points, b_points], b_g2);
     eprintln!(
         "partition: device memory at the peak besides points and NTT tables: {:.2} GB, \
          estimated {:.2} GB",
@@ -770,7 +958,7 @@ fn bench_partition_streamed(
     ];
     eprintln!("streamed partition: {constraints} constraints, points to host memory …");
     let mut host_points = |n: usize| -> Result<Vec<G1Affine>> {
-        let (d, _) = gen_points(gpu, n, rng)?;
+        let (d, _) = gen_points::<G1Projective>(gpu, n, rng)?;
         let mut v = vec![G1Affine::identity(); n];
         gpu.download(&d, 0, affine_as_limbs_mut(&mut v))?;
         Ok(v)
@@ -911,9 +1099,13 @@ fn porep_check(args: &GpuCheckArgs) -> Result<bool> {
             let cpu_ms = ms(t0);
             let witness = assignment.witness.clone();
             let t0 = Instant::now();
-            let gpu = groth16::prove(&backend, &srs, assignment, r, s)
+            let (gpu, g2_on_gpu) = cuda_proof(&backend, &srs, assignment, r, s)
                 .with_context(|| format!("CUDA proof of {name} partition {k}"))?;
             let gpu_ms = ms(t0);
+            t.check(
+                &format!("{name} partition {k}: B in G2 made on the GPU"),
+                g2_on_gpu,
+            );
             // The worker's path: the witness-only synthesis, packed, expanded on the GPU, and
             // A, B, C made there from the recorded constraints.
             let packed = job
@@ -930,7 +1122,13 @@ fn porep_check(args: &GpuCheckArgs) -> Result<bool> {
                 on_device.is_some(),
             );
             if let Some(sums) = on_device {
-                let proof = groth16::finish(&srs, &sums, &witness, r, s)?;
+                t.check(
+                    &format!(
+                        "{name} partition {k}: B in G2 made on the GPU with products on the GPU"
+                    ),
+                    sums.b_g2.is_some(),
+                );
+                let proof = groth16::finish(&srs, &sums, Some(&witness), r, s)?;
                 t.check(
                     &format!(
                         "{name} partition {k} proof bytes, cpu = cuda with products on the GPU"

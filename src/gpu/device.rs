@@ -22,7 +22,8 @@ use sha2::{Digest, Sha256};
 /// Kernel headers, handed to NVRTC by name so that `#include "field.cuh"` resolves.
 const HEADERS: &[(&str, &str)] = &[
     ("field.cuh", include_str!("../../kernels/field.cuh")),
-    ("g1.cuh", include_str!("../../kernels/g1.cuh")),
+    ("fp2.cuh", include_str!("../../kernels/fp2.cuh")),
+    ("curve.cuh", include_str!("../../kernels/curve.cuh")),
 ];
 
 /// The compiled programs: (name, source, kernels it exports).
@@ -57,12 +58,18 @@ const PROGRAMS: &[(&str, &str, &[&str])] = &[
             "msm_sum_indexed",
             "xyzz_reduce",
             "xyzz_to_jacobian_kernel",
+            "msm_accumulate_g2",
+            "msm_bucket_fix_g2",
+            "msm_bucket_reduce_g2",
+            "msm_sum_indexed_g2",
+            "xyzz_reduce_g2",
+            "xyzz_to_jacobian_kernel_g2",
         ],
     ),
     (
         "gen",
         include_str!("../../kernels/gen.cu"),
-        &["gen_scalars", "gen_points"],
+        &["gen_scalars", "gen_points", "gen_points_g2"],
     ),
     (
         "r1cs",

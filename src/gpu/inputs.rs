@@ -1,32 +1,47 @@
 //! Inputs for `c2q bench gpu` and `c2q gpu-check`, made on the GPU so that 2^28 points or
-//! scalars neither cross PCIe nor take the host minutes: random scalars, and points whose
-//! discrete-log structure is known, so that an MSM over them has a cheap exact answer.
+//! scalars neither cross PCIe nor take the host minutes: random scalars, and points (in G1 or
+//! G2) whose discrete-log structure is known, so that an MSM over them has a cheap exact
+//! answer.
 
 use anyhow::Result;
-use blstrs::{G1Affine, G1Projective, Scalar as Fr};
+use blstrs::{G1Projective, G2Projective, Scalar as Fr};
 use ff::Field;
-use group::{Curve, Group};
+use group::prime::{PrimeCurve, PrimeCurveAffine};
+use group::Group;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use super::device::{blocks, DevBuf, Gpu};
-use super::limbs::{affine_as_limbs, scalars_as_limbs_mut, AFFINE_LIMBS};
+use super::limbs::{points_as_limbs, scalars_as_limbs_mut, DeviceAffine};
 
 /// log2 of the two point tables `gen_points` combines: 2^28 distinct points from 2 × 2^14.
 const TLOG: u32 = 14;
 
+/// The groups `gen_points` makes points in, with the kernel that makes them.
+pub trait GenGroup: PrimeCurve<Scalar = Fr, Affine: DeviceAffine> {
+    const KERNEL: &'static str;
+}
+
+impl GenGroup for G1Projective {
+    const KERNEL: &'static str = "gen_points";
+}
+
+impl GenGroup for G2Projective {
+    const KERNEL: &'static str = "gen_points_g2";
+}
+
 /// B + j·S for j < n, with B and S random: the affine points and (B, S).
-pub fn ladder(rng: &mut ChaCha8Rng, n: usize) -> (Vec<G1Affine>, G1Projective, G1Projective) {
-    let base = G1Projective::random(&mut *rng);
-    let step = G1Projective::random(&mut *rng);
+pub fn ladder<G: PrimeCurve>(rng: &mut ChaCha8Rng, n: usize) -> (Vec<G::Affine>, G, G) {
+    let base = G::random(&mut *rng);
+    let step = G::random(&mut *rng);
     let mut proj = Vec::with_capacity(n);
     let mut p = base;
     for _ in 0..n {
         proj.push(p);
         p += step;
     }
-    let mut out = vec![G1Affine::default(); n];
-    G1Projective::batch_normalize(&proj, &mut out);
+    let mut out = vec![G::Affine::identity(); n];
+    G::batch_normalize(&proj, &mut out);
     (out, base, step)
 }
 
@@ -34,17 +49,17 @@ pub fn ladder(rng: &mut ChaCha8Rng, n: usize) -> (Vec<G1Affine>, G1Projective, G
 /// T1[j] = B1 + j·S1 and T2[k] = B2 + k·S2. So Σ s_i·P_i = (Σ s_i)·(B1 + B2) + (Σ j_i·s_i)·S1 +
 /// (Σ k_i·s_i)·S2: three sums over the scalars and three scalar multiplications, an answer
 /// that shares nothing with Pippenger's bucket method.
-pub struct PointLattice {
+pub struct PointLattice<G> {
     tlog: u32,
-    b1: G1Projective,
-    s1: G1Projective,
-    b2: G1Projective,
-    s2: G1Projective,
+    b1: G,
+    s1: G,
+    b2: G,
+    s2: G,
 }
 
-impl PointLattice {
+impl<G: Group<Scalar = Fr>> PointLattice<G> {
     /// Σ s_i·P_i over the first `scalars.len()` points.
-    pub fn msm(&self, scalars: &[Fr]) -> G1Projective {
+    pub fn msm(&self, scalars: &[Fr]) -> G {
         let m = 1usize << self.tlog;
         // Runs of 2^t consecutive scalars share k; within a run, Σ j·s_j is the sum of the
         // suffix sums from j = 1 up, which needs additions only.
@@ -69,7 +84,7 @@ impl PointLattice {
     }
 
     /// The point P_i itself (host arithmetic, for tests).
-    pub fn point(&self, i: usize) -> G1Projective {
+    pub fn point(&self, i: usize) -> G {
         let m = (1usize << self.tlog) - 1;
         let j = (i & m) as u64;
         let k = ((i >> self.tlog) & m) as u64;
@@ -77,23 +92,25 @@ impl PointLattice {
     }
 }
 
-/// n points P_i = T1[i mod 2^t] + T2[⌊i / 2^t⌋ mod 2^t], summed on the GPU from two random
-/// ladders of 2^14 points (distinct for every i < 2^28), and how they were made.
-pub fn gen_points(
+/// n points P_i = T1[i mod 2^t] + T2[⌊i / 2^t⌋ mod 2^t] of G (G1 or G2), summed on the GPU
+/// from two random ladders of 2^14 points (distinct for every i < 2^28), and how they were
+/// made.
+pub fn gen_points<G: GenGroup>(
     gpu: &Gpu,
     n: usize,
     rng: &mut ChaCha8Rng,
-) -> Result<(DevBuf<u32>, PointLattice)> {
-    let (t1, b1, s1) = ladder(rng, 1 << TLOG);
-    let (t2, b2, s2) = ladder(rng, 1 << TLOG);
-    let d1 = gpu.alloc::<u32>(t1.len() * AFFINE_LIMBS)?;
-    gpu.upload(&d1, 0, affine_as_limbs(&t1))?;
-    let d2 = gpu.alloc::<u32>(t2.len() * AFFINE_LIMBS)?;
-    gpu.upload(&d2, 0, affine_as_limbs(&t2))?;
-    let out = gpu.alloc::<u32>(n * AFFINE_LIMBS)?;
+) -> Result<(DevBuf<u32>, PointLattice<G>)> {
+    let limbs = <G::Affine as DeviceAffine>::LIMBS;
+    let (t1, b1, s1) = ladder::<G>(rng, 1 << TLOG);
+    let (t2, b2, s2) = ladder::<G>(rng, 1 << TLOG);
+    let d1 = gpu.alloc::<u32>(t1.len() * limbs)?;
+    gpu.upload(&d1, 0, points_as_limbs(&t1))?;
+    let d2 = gpu.alloc::<u32>(t2.len() * limbs)?;
+    gpu.upload(&d2, 0, points_as_limbs(&t2))?;
+    let out = gpu.alloc::<u32>(n * limbs)?;
     let threads = (n as u64).div_ceil(16);
     gpu.launch(
-        "gen_points",
+        G::KERNEL,
         blocks(threads, 128)?,
         128,
         &[&out.ptr(), &(n as u64), &d1.ptr(), &d2.ptr(), &TLOG],
@@ -131,12 +148,14 @@ pub fn download_scalars(gpu: &Gpu, buf: &DevBuf<u32>, n: usize) -> Result<Vec<Fr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use group::Curve;
     use rand::{Rng, SeedableRng};
 
     /// The closed form agrees with a plain multiexp over the same points, full runs of 2^t
     /// and a partial one included.
     #[test]
     fn lattice_msm_matches_the_multiexp() {
+        use blstrs::{G1Affine, G2Affine};
         let mut rng = ChaCha8Rng::seed_from_u64(5);
         let lattice = PointLattice {
             tlog: 3,
@@ -145,8 +164,16 @@ mod tests {
             b2: G1Projective::random(&mut rng),
             s2: G1Projective::random(&mut rng),
         };
+        let lattice2 = PointLattice {
+            tlog: 2,
+            b1: G2Projective::random(&mut rng),
+            s1: G2Projective::random(&mut rng),
+            b2: G2Projective::random(&mut rng),
+            s2: G2Projective::random(&mut rng),
+        };
         for n in [1usize, 7, 8, 9, 64, 100] {
             let points: Vec<G1Affine> = (0..n).map(|i| lattice.point(i).to_affine()).collect();
+            let points2: Vec<G2Affine> = (0..n).map(|i| lattice2.point(i).to_affine()).collect();
             let scalars: Vec<Fr> = (0..n)
                 .map(|_| {
                     if rng.gen_bool(0.3) {
@@ -158,6 +185,8 @@ mod tests {
                 .collect();
             let want = crate::groth16::msm::g1(&points, &scalars);
             assert_eq!(lattice.msm(&scalars), want, "n = {n}");
+            let want = crate::groth16::msm::g2(&points2, &scalars);
+            assert_eq!(lattice2.msm(&scalars), want, "n = {n}, G2");
         }
     }
 
@@ -165,9 +194,13 @@ mod tests {
     #[test]
     fn ladder_steps_by_s() {
         let mut rng = ChaCha8Rng::seed_from_u64(6);
-        let (pts, b, s) = ladder(&mut rng, 5);
+        let (pts, b, s) = ladder::<G1Projective>(&mut rng, 5);
         for (j, p) in pts.iter().enumerate() {
             assert_eq!(G1Projective::from(*p), b + s * Fr::from(j as u64));
+        }
+        let (pts, b, s) = ladder::<G2Projective>(&mut rng, 5);
+        for (j, p) in pts.iter().enumerate() {
+            assert_eq!(G2Projective::from(*p), b + s * Fr::from(j as u64));
         }
     }
 }

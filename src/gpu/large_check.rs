@@ -3,7 +3,8 @@
 //! transforms and multiexps would take minutes. Each GPU result is compared with an answer the
 //! host computes in linear time, by a route that shares nothing with the kernels:
 //!
-//! - MSM: over points of known structure (see `inputs::PointLattice`), a closed form.
+//! - MSM: over points of known structure (see `inputs::PointLattice`), a closed form; in G1,
+//!   and in G1 and G2 over one sort (`msm::msm_shared`, the B query's MSM).
 //! - NTT: output k of a transform is the input polynomial at ω^k (g·ω^k for the coset, ω^-k/n
 //!   for the inverse): checked at a few positions by Horner's rule, and inverse(forward(x)) = x
 //!   everywhere.
@@ -11,7 +12,7 @@
 //!   A(z)·B(z) − C(z) = H(z)·(z^n − 1) at a random z, and H has degree below n − 1.
 
 use anyhow::{ensure, Result};
-use blstrs::Scalar as Fr;
+use blstrs::{G1Projective, G2Projective, Scalar as Fr};
 use ff::{Field, PrimeField};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -20,7 +21,7 @@ use rayon::prelude::*;
 use super::device::Gpu;
 use super::inputs::{download_scalars, gen_points, gen_scalars};
 use super::limbs::{scalars_as_limbs, FR_LIMBS};
-use super::msm::msm;
+use super::msm::{msm, msm_shared};
 use super::ntt::{omega, Ntt};
 
 /// Coefficients per parallel piece of the host's polynomial evaluations.
@@ -213,7 +214,7 @@ pub fn run(gpu: &Gpu, log_n: u32, rng: &mut ChaCha8Rng) -> Result<Vec<(String, b
 
     // MSMs over points of known structure: the full size and an odd size below it, with
     // full-width and PoRep-like scalars.
-    let (points, lattice) = gen_points(gpu, n, rng)?;
+    let (points, lattice) = gen_points::<G1Projective>(gpu, n, rng)?;
     let scalars = gpu.alloc::<u32>(n * FR_LIMBS)?;
     for (kind, mode) in [("full-width", 0u32), ("porep-like", 1)] {
         gen_scalars(gpu, &scalars, n, rng.gen(), mode)?;
@@ -223,6 +224,23 @@ pub fn run(gpu: &Gpu, log_n: u32, rng: &mut ChaCha8Rng) -> Result<Vec<(String, b
             out.push((
                 format!("msm {len} {kind} (points of known structure)"),
                 got == lattice.msm(&host[..len]),
+            ));
+        }
+    }
+
+    // The B query's MSM, G1 and G2 over one sort, at a quarter of the size (a PoRep
+    // partition's B query is a quarter of its domain: 2^25 at 2^27), over the first G1 points
+    // and as many G2 points of known structure.
+    let n2 = n / 4;
+    let (points2, lattice2) = gen_points::<G2Projective>(gpu, n2, rng)?;
+    for (kind, mode) in [("full-width", 0u32), ("porep-like", 1)] {
+        gen_scalars(gpu, &scalars, n2, rng.gen(), mode)?;
+        let host = download_scalars(gpu, &scalars, n2)?;
+        for len in [n2, n2 - 5] {
+            let got = msm_shared(gpu, &points, Some(&points2), &scalars, len)?;
+            out.push((
+                format!("msm g1+g2 {len} {kind} (points of known structure)"),
+                got.g1 == lattice.msm(&host[..len]) && got.g2 == Some(lattice2.msm(&host[..len])),
             ));
         }
     }

@@ -2,12 +2,13 @@
 //! as little-endian u64 words, exactly the kernels' layout, so slices are reinterpreted as u32
 //! limbs without copying (a 2^27-point SRS is 12 GiB; copying it would double its footprint).
 //!
-//! The layouts are blst's (`blst_fr` = 4 words, `blst_fp` = 6 words, `blst_p1_affine` = x, y,
-//! `blst_p1` = x, y, z), wrapped `#[repr(transparent)]` by blstrs. The sizes are checked at
-//! compile time and the values at run time by `layout_self_check`.
+//! The layouts are blst's (`blst_fr` = 4 words, `blst_fp` = 6 words, `blst_fp2` = c0, c1,
+//! `blst_p1_affine` / `blst_p2_affine` = x, y, `blst_p1` / `blst_p2` = x, y, z), wrapped
+//! `#[repr(transparent)]` by blstrs. The sizes are checked at compile time and the values at
+//! run time by `layout_self_check`.
 
 use anyhow::{ensure, Result};
-use blstrs::{Fp, G1Affine, G1Projective, Scalar};
+use blstrs::{Fp, Fp2, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use ff::Field;
 use group::{prime::PrimeCurveAffine, Group};
 
@@ -15,6 +16,9 @@ pub const FR_LIMBS: usize = 8;
 pub const FP_LIMBS: usize = 12;
 pub const AFFINE_LIMBS: usize = 24;
 pub const JACOBIAN_LIMBS: usize = 36;
+/// A G2 affine point: x, y in Fp2 (c0, c1 each), 192 bytes.
+pub const G2_AFFINE_LIMBS: usize = 48;
+pub const G2_JACOBIAN_LIMBS: usize = 72;
 
 const _: () = assert!(std::mem::size_of::<Scalar>() == 32);
 const _: () = assert!(std::mem::size_of::<Fp>() == 48);
@@ -22,6 +26,31 @@ const _: () = assert!(std::mem::size_of::<G1Affine>() == 96);
 const _: () = assert!(std::mem::size_of::<G1Projective>() == 144);
 const _: () = assert!(std::mem::align_of::<Scalar>() >= 4);
 const _: () = assert!(std::mem::align_of::<G1Affine>() >= 4);
+const _: () = assert!(std::mem::size_of::<Fp2>() == 96);
+const _: () = assert!(std::mem::size_of::<G2Affine>() == 192);
+const _: () = assert!(std::mem::size_of::<G2Projective>() == 288);
+const _: () = assert!(std::mem::align_of::<G2Affine>() >= 4);
+
+/// Affine points as the kernels read them, straight from memory: G1 (`AFFINE_LIMBS`) and G2
+/// (`G2_AFFINE_LIMBS`). Implemented for blstrs' two affine types only.
+pub trait DeviceAffine: Copy + private::Sealed {
+    /// Limbs of one point.
+    const LIMBS: usize;
+}
+
+impl DeviceAffine for G1Affine {
+    const LIMBS: usize = AFFINE_LIMBS;
+}
+
+impl DeviceAffine for G2Affine {
+    const LIMBS: usize = G2_AFFINE_LIMBS;
+}
+
+mod private {
+    pub trait Sealed {}
+    impl Sealed for blstrs::G1Affine {}
+    impl Sealed for blstrs::G2Affine {}
+}
 
 /// Scalars as limbs (Montgomery form, 8 per scalar).
 pub fn scalars_as_limbs(s: &[Scalar]) -> &[u32] {
@@ -39,9 +68,15 @@ pub fn scalars_as_limbs_mut(s: &mut [Scalar]) -> &mut [u32] {
 
 /// Affine points as limbs (x then y, Montgomery form; infinity is all zero).
 pub fn affine_as_limbs(p: &[G1Affine]) -> &[u32] {
-    // SAFETY: G1Affine is repr(transparent) over blst_p1_affine { x: blst_fp, y: blst_fp },
-    // 12 u64 words with no padding (size asserted above).
-    unsafe { std::slice::from_raw_parts(p.as_ptr() as *const u32, p.len() * AFFINE_LIMBS) }
+    points_as_limbs(p)
+}
+
+/// G1 or G2 affine points as limbs (x then y, Montgomery form; infinity is all zero).
+pub fn points_as_limbs<P: DeviceAffine>(p: &[P]) -> &[u32] {
+    // SAFETY: P is G1Affine or G2Affine (the trait is sealed), repr(transparent) over
+    // blst_p1_affine / blst_p2_affine: 12 or 24 u64 words with no padding, P::LIMBS u32 limbs
+    // (sizes asserted above).
+    unsafe { std::slice::from_raw_parts(p.as_ptr() as *const u32, p.len() * P::LIMBS) }
 }
 
 /// Affine points as writable limbs, for downloads of points the kernels made.
@@ -64,6 +99,21 @@ fn fp_from_limbs(l: &[u32]) -> Fp {
         *w = l[2 * i] as u64 | (l[2 * i + 1] as u64) << 32;
     }
     Fp::from_raw_unchecked(w)
+}
+
+fn fp2_from_limbs(l: &[u32]) -> Fp2 {
+    Fp2::new(fp_from_limbs(&l[0..12]), fp_from_limbs(&l[12..24]))
+}
+
+/// A G2 Jacobian point from the kernels (x, y, z in Fp2; z = 0 is infinity).
+pub fn g2_jacobian_from_limbs(l: &[u32]) -> G2Projective {
+    let x = fp2_from_limbs(&l[0..24]);
+    let y = fp2_from_limbs(&l[24..48]);
+    let z = fp2_from_limbs(&l[48..72]);
+    if bool::from(z.is_zero()) {
+        return G2Projective::identity();
+    }
+    G2Projective::from_raw_unchecked(x, y, z)
 }
 
 /// A Jacobian point from the kernels (x, y, z; z = 0 is infinity).
@@ -110,6 +160,25 @@ pub fn layout_self_check() -> Result<()> {
             .iter()
             .all(|&w| w == 0),
         "blstrs G1 infinity is not all zero"
+    );
+    // G2: the generator read back through the limb view with z = 1 (Fp2 one: c0 = R, c1 = 0).
+    let g2 = G2Affine::generator();
+    let mut back = points_as_limbs(std::slice::from_ref(&g2)).to_vec();
+    back.extend_from_slice(&[
+        0x0002fffd, 0x76090000, 0xc40c0002, 0xebf4000b, 0x53c758ba, 0x5f489857, 0x70525745,
+        0x77ce5853, 0xa256ec6d, 0x5c071a97, 0xfa80e493, 0x15f65ec3,
+    ]);
+    back.extend_from_slice(&[0; 12]);
+    ensure!(
+        g2_jacobian_from_limbs(&back) == G2Projective::generator(),
+        "blstrs G2 points are not in the expected layout"
+    );
+    let inf2 = G2Affine::identity();
+    ensure!(
+        points_as_limbs(std::slice::from_ref(&inf2))
+            .iter()
+            .all(|&w| w == 0),
+        "blstrs G2 infinity is not all zero"
     );
     Ok(())
 }

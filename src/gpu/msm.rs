@@ -1,21 +1,26 @@
-//! G1 multi-scalar multiplication on the GPU (kernels/msm.cu): Σ s_i·P_i with scalars in
-//! Montgomery form and affine points, both as blstrs lays them out.
+//! Multi-scalar multiplication on the GPU (kernels/msm.cu): Σ s_i·P_i with scalars in
+//! Montgomery form and affine points, both as blstrs lays them out, in G1, and in G2 beside a
+//! G1 multiexp that has the same scalars.
 //!
 //! Zeros are skipped and ones are summed without any window work (PoRep witnesses are ~51 %
 //! zeros and ~47 % ones); the remaining scalars go through Pippenger with signed windows and a
 //! counting sort by bucket on the GPU. The few window sums are combined on the host.
+//!
+//! Groth16's B query is summed twice, over its points in G1 and in G2, with the same scalars.
+//! Classifying the scalars, cutting them into window digits and sorting each window by bucket
+//! depend on the scalars alone, so `msm_shared` does that once: each window's sorted list feeds
+//! the G1 bucket accumulation and then the G2 one, and the list of ones both sums of ones.
 
 use anyhow::{ensure, Result};
-use blstrs::{G1Affine, G1Projective, Scalar as Fr};
+use blstrs::{G1Affine, G1Projective, G2Projective, Scalar as Fr};
 use group::Group;
 
 use super::device::{blocks, DevBuf, Gpu, Lane};
 use super::limbs::{
-    affine_as_limbs, jacobian_from_limbs, scalars_as_limbs, AFFINE_LIMBS, FR_LIMBS, JACOBIAN_LIMBS,
+    affine_as_limbs, g2_jacobian_from_limbs, jacobian_from_limbs, scalars_as_limbs, AFFINE_LIMBS,
+    FR_LIMBS, G2_AFFINE_LIMBS, G2_JACOBIAN_LIMBS, JACOBIAN_LIMBS,
 };
 
-/// Limbs of an XYZZ accumulator (4 coordinates of 12 limbs).
-const XYZZ_LIMBS: usize = 48;
 /// Sorted entries per accumulation thread, for m entries per window: long enough that few
 /// buckets straddle chunks at 2^27 (each straddle costs a general addition in
 /// `msm_bucket_fix`), short enough to keep every SM busy at small sizes (measured on an H200:
@@ -31,6 +36,68 @@ const SORT_BLOCKS_PER_SM: u32 = 8;
 const SEGMENT: u32 = 32;
 /// Largest supported MSM: point indices keep one bit for the sign.
 pub const MAX_POINTS: usize = 1 << 30;
+
+/// What the host needs to know of a group to run its kernels: sizes in limbs, kernel names,
+/// and how it reads the results back. The kernels are templates over the coordinate field,
+/// instantiated for G1 (no suffix) and G2 (`_g2`).
+trait DeviceGroup {
+    type Point: Group + Copy;
+    /// An affine input point (x, y).
+    const AFFINE_LIMBS: usize;
+    /// An XYZZ accumulator (x, y, zz, zzz).
+    const XYZZ_LIMBS: usize;
+    /// A Jacobian result (x, y, z) as blst lays it out.
+    const JACOBIAN_LIMBS: usize;
+    const ACCUMULATE: &'static str;
+    const BUCKET_FIX: &'static str;
+    const BUCKET_REDUCE: &'static str;
+    const SUM_INDEXED: &'static str;
+    const REDUCE: &'static str;
+    /// Threads per block of `REDUCE` (its partial sums fill 24 KiB of shared memory).
+    const REDUCE_THREADS: u32;
+    const TO_JACOBIAN: &'static str;
+    fn from_jacobian(limbs: &[u32]) -> Self::Point;
+}
+
+/// G1: coordinates in Fp (12 limbs).
+enum G1 {}
+
+impl DeviceGroup for G1 {
+    type Point = G1Projective;
+    const AFFINE_LIMBS: usize = AFFINE_LIMBS;
+    const XYZZ_LIMBS: usize = 48;
+    const JACOBIAN_LIMBS: usize = JACOBIAN_LIMBS;
+    const ACCUMULATE: &'static str = "msm_accumulate";
+    const BUCKET_FIX: &'static str = "msm_bucket_fix";
+    const BUCKET_REDUCE: &'static str = "msm_bucket_reduce";
+    const SUM_INDEXED: &'static str = "msm_sum_indexed";
+    const REDUCE: &'static str = "xyzz_reduce";
+    const REDUCE_THREADS: u32 = 128;
+    const TO_JACOBIAN: &'static str = "xyzz_to_jacobian_kernel";
+    fn from_jacobian(limbs: &[u32]) -> G1Projective {
+        jacobian_from_limbs(limbs)
+    }
+}
+
+/// G2: coordinates in Fp2 (24 limbs).
+enum G2 {}
+
+impl DeviceGroup for G2 {
+    type Point = G2Projective;
+    const AFFINE_LIMBS: usize = G2_AFFINE_LIMBS;
+    const XYZZ_LIMBS: usize = 96;
+    const JACOBIAN_LIMBS: usize = G2_JACOBIAN_LIMBS;
+    const ACCUMULATE: &'static str = "msm_accumulate_g2";
+    const BUCKET_FIX: &'static str = "msm_bucket_fix_g2";
+    const BUCKET_REDUCE: &'static str = "msm_bucket_reduce_g2";
+    const SUM_INDEXED: &'static str = "msm_sum_indexed_g2";
+    const REDUCE: &'static str = "xyzz_reduce_g2";
+    const REDUCE_THREADS: u32 = 64;
+    const TO_JACOBIAN: &'static str = "xyzz_to_jacobian_kernel_g2";
+    fn from_jacobian(limbs: &[u32]) -> G2Projective {
+        g2_jacobian_from_limbs(limbs)
+    }
+}
 
 /// Phase timings for `C2Q_MSM_TRACE=1` (diagnostics): each phase is synchronised and timed
 /// on the host, and the totals are printed to stderr when the MSM ends.
@@ -101,13 +168,25 @@ pub fn scratch_bytes(n: usize) -> usize {
     let c = window_bits(n);
     let windows = 256usize.div_ceil(c as usize);
     let buckets = 1usize << (c - 1);
+    let xyzz = G1::XYZZ_LIMBS * 4;
     // index, compacted scalar, digits of every window, two sort buffers, continuation slots.
-    let per_scalar = 4 + 4 + FR_LIMBS * 4 + windows * 4 + 2 * 4 + (XYZZ_LIMBS * 4) / 32;
+    let per_scalar = 4 + 4 + FR_LIMBS * 4 + windows * 4 + 2 * 4 + xyzz / 32;
     // Every window's buckets and running-sum segments; counts, offsets and fill counters of
     // two sorts (24 bytes) and the scan's block sums.
-    let per_bucket =
-        windows * XYZZ_LIMBS * 4 + (windows * XYZZ_LIMBS * 4).div_ceil(SEGMENT as usize) + 32;
+    let per_bucket = windows * xyzz + (windows * xyzz).div_ceil(SEGMENT as usize) + 32;
     n * per_scalar + buckets * per_bucket + (64 << 20)
+}
+
+/// Device bytes the G2 half of `msm_shared` over n scalars needs on top of `scratch_bytes(n)`:
+/// G2 buckets for every window, their running-sum segments, continuation slots, and the sum of
+/// the ones' partial sums (one per thread, up to 1024 threads per SM: 52 MB on 132 SMs).
+pub fn g2_scratch_bytes(n: usize) -> usize {
+    let c = window_bits(n);
+    let windows = 256usize.div_ceil(c as usize);
+    let buckets = 1usize << (c - 1);
+    let xyzz = G2::XYZZ_LIMBS * 4;
+    let per_bucket = windows * xyzz + (windows * xyzz).div_ceil(SEGMENT as usize);
+    n * (xyzz / 32) + buckets * per_bucket + (128 << 20)
 }
 
 /// Σ s_i·P_i for i < n over device-resident points and scalars (Montgomery form).
@@ -117,18 +196,50 @@ pub fn msm(
     scalars: &DevBuf<u32>,
     n: usize,
 ) -> Result<G1Projective> {
+    Ok(msm_shared(gpu, points, None, scalars, n)?.g1)
+}
+
+/// What `msm_shared` returns: the G1 sum, and the G2 sum when it was given G2 points.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SharedSums {
+    pub g1: G1Projective,
+    pub g2: Option<G2Projective>,
+}
+
+/// Σ s_i·P_i over the G1 points `g1` and, when `g2` is given, Σ s_i·Q_i over those G2 points
+/// with the same scalars, for i < n (device-resident; scalars in Montgomery form). The scalars
+/// are classified, cut into digits and sorted once; each group then sums its own points over
+/// the same lists.
+pub fn msm_shared(
+    gpu: &Gpu,
+    g1: &DevBuf<u32>,
+    g2: Option<&DevBuf<u32>>,
+    scalars: &DevBuf<u32>,
+    n: usize,
+) -> Result<SharedSums> {
     ensure!(
         n <= MAX_POINTS,
         "MSM of {n} points exceeds the {MAX_POINTS} limit"
     );
     ensure!(
-        points.len() >= n * AFFINE_LIMBS && scalars.len() >= n * FR_LIMBS,
+        g1.len() >= n * G1::AFFINE_LIMBS && scalars.len() >= n * FR_LIMBS,
         "MSM of {n} terms over buffers of {} points and {} scalars",
-        points.len() / AFFINE_LIMBS,
+        g1.len() / G1::AFFINE_LIMBS,
         scalars.len() / FR_LIMBS
     );
+    if let Some(g2) = g2 {
+        ensure!(
+            g2.len() >= n * G2::AFFINE_LIMBS,
+            "MSM of {n} terms over a buffer of {} G2 points",
+            g2.len() / G2::AFFINE_LIMBS
+        );
+    }
+    let mut sums = SharedSums {
+        g1: G1Projective::identity(),
+        g2: g2.map(|_| G2Projective::identity()),
+    };
     if n == 0 {
-        return Ok(G1Projective::identity());
+        return Ok(sums);
     }
     gpu.bind()?;
     let n32 = n as u32;
@@ -153,42 +264,48 @@ pub fn msm(
     gpu.download(&counters, 0, &mut counts)?;
     let (ones, others) = (counts[0], counts[1]);
 
-    let mut total = G1Projective::identity();
     if ones > 0 {
-        total += sum_indexed(gpu, points, &one_idx, ones)?;
+        sums.g1 += sum_indexed::<G1>(gpu, g1, &one_idx, ones)?;
+        if let (Some(points), Some(sum)) = (g2, sums.g2.as_mut()) {
+            *sum += sum_indexed::<G2>(gpu, points, &one_idx, ones)?;
+        }
     }
     drop(one_idx);
     if others > 0 {
-        total += pippenger(gpu, points, &other_idx, &other_scalars, others)?;
+        let rest = pippenger(gpu, g1, g2, &other_idx, &other_scalars, others)?;
+        sums.g1 += rest.g1;
+        if let (Some(sum), Some(rest)) = (sums.g2.as_mut(), rest.g2) {
+            *sum += rest;
+        }
     }
-    Ok(total)
+    Ok(sums)
 }
 
 /// Σ P_idx[k] for k < count.
-fn sum_indexed(
+fn sum_indexed<G: DeviceGroup>(
     gpu: &Gpu,
     points: &DevBuf<u32>,
     idx: &DevBuf<u32>,
     count: u32,
-) -> Result<G1Projective> {
+) -> Result<G::Point> {
     let threads = (count as u64).min(gpu.info.multiprocessors.max(1) as u64 * 1024);
     let grid = blocks(threads, 128)?;
     let threads = grid as usize * 128;
-    let partials = gpu.alloc::<u32>(threads * XYZZ_LIMBS)?;
+    let partials = gpu.alloc::<u32>(threads * G::XYZZ_LIMBS)?;
     gpu.launch(
-        "msm_sum_indexed",
+        G::SUM_INDEXED,
         grid,
         128,
         &[&points.ptr(), &idx.ptr(), &count, &partials.ptr()],
     )?;
-    let out = gpu.alloc::<u32>(XYZZ_LIMBS)?;
-    reduce_groups(gpu, &partials, 1, threads, &out)?;
-    Ok(to_host(gpu, &out, 1)?[0])
+    let out = gpu.alloc::<u32>(G::XYZZ_LIMBS)?;
+    reduce_groups::<G>(gpu, &partials, 1, threads, &out)?;
+    Ok(to_host::<G>(gpu, &out, 1)?[0])
 }
 
 /// Tree-sums each of `groups` consecutive runs of `group_len` XYZZ points of `input` into
 /// `out[g]`.
-fn reduce_groups(
+fn reduce_groups<G: DeviceGroup>(
     gpu: &Gpu,
     input: &DevBuf<u32>,
     groups: usize,
@@ -204,13 +321,13 @@ fn reduce_groups(
         let dst = if per_group == 1 {
             out.ptr()
         } else {
-            temps.push(gpu.alloc::<u32>(groups * per_group * XYZZ_LIMBS)?);
+            temps.push(gpu.alloc::<u32>(groups * per_group * G::XYZZ_LIMBS)?);
             temps[temps.len() - 1].ptr()
         };
         gpu.launch(
-            "xyzz_reduce",
+            G::REDUCE,
             (groups * per_group) as u32,
-            128,
+            G::REDUCE_THREADS,
             &[
                 &src,
                 &(len as u32),
@@ -230,19 +347,19 @@ fn reduce_groups(
 }
 
 /// Downloads `n` XYZZ points as blstrs points.
-fn to_host(gpu: &Gpu, xyzz: &DevBuf<u32>, n: usize) -> Result<Vec<G1Projective>> {
-    let jac = gpu.alloc::<u32>(n * JACOBIAN_LIMBS)?;
+fn to_host<G: DeviceGroup>(gpu: &Gpu, xyzz: &DevBuf<u32>, n: usize) -> Result<Vec<G::Point>> {
+    let jac = gpu.alloc::<u32>(n * G::JACOBIAN_LIMBS)?;
     gpu.launch(
-        "xyzz_to_jacobian_kernel",
+        G::TO_JACOBIAN,
         blocks(n as u64, 64)?,
         64,
         &[&xyzz.ptr(), &(n as u32), &jac.ptr()],
     )?;
-    let mut host = vec![0u32; n * JACOBIAN_LIMBS];
+    let mut host = vec![0u32; n * G::JACOBIAN_LIMBS];
     gpu.download(&jac, 0, &mut host)?;
     Ok(host
-        .chunks(JACOBIAN_LIMBS)
-        .map(jacobian_from_limbs)
+        .chunks(G::JACOBIAN_LIMBS)
+        .map(G::from_jacobian)
         .collect())
 }
 
@@ -324,27 +441,159 @@ struct SortBuffers {
     sorted: DevBuf<u32>,
 }
 
+/// The shape of one Pippenger run over m non-trivial scalars: c-bit windows, and the sorted
+/// entries of a window cut into chunks of `chunk`, one accumulation thread each.
+#[derive(Clone, Copy)]
+struct Windows {
+    c: u32,
+    windows: u32,
+    nbuckets: u32,
+    chunk: u32,
+    chunks: u32,
+    /// Running-sum segments per window in the reduction.
+    nseg: u32,
+}
+
+impl Windows {
+    fn for_scalars(m: u32) -> Windows {
+        let c = window_bits(m as usize);
+        let nbuckets = 1u32 << (c - 1);
+        let chunk = chunk_len(m);
+        Windows {
+            c,
+            windows: 256u32.div_ceil(c),
+            nbuckets,
+            chunk,
+            chunks: m.div_ceil(chunk),
+            nseg: nbuckets.div_ceil(SEGMENT),
+        }
+    }
+}
+
+/// One group's bucket work over the shared sorted lists: every window's buckets (kept, so that
+/// the window reductions run in one launch), the chunks' continuation slots, the reduction's
+/// segments and the window sums.
+struct Buckets<'a, G: DeviceGroup> {
+    points: &'a DevBuf<u32>,
+    buckets: DevBuf<u32>,
+    cont: DevBuf<u32>,
+    segs: DevBuf<u32>,
+    sums: DevBuf<u32>,
+    _group: std::marker::PhantomData<G>,
+}
+
+impl<'a, G: DeviceGroup> Buckets<'a, G> {
+    fn new(gpu: &Gpu, points: &'a DevBuf<u32>, w: Windows) -> Result<Self> {
+        let (windows, xyzz) = (w.windows as usize, G::XYZZ_LIMBS);
+        Ok(Buckets {
+            points,
+            buckets: gpu.alloc::<u32>(windows * w.nbuckets as usize * xyzz)?,
+            cont: gpu.alloc::<u32>(w.chunks as usize * xyzz)?,
+            segs: gpu.alloc::<u32>(windows * w.nseg as usize * xyzz)?,
+            sums: gpu.alloc::<u32>(windows * xyzz)?,
+            _group: std::marker::PhantomData,
+        })
+    }
+
+    /// Window `window`'s buckets from its sorted entries, on the main lane.
+    fn accumulate(
+        &self,
+        gpu: &Gpu,
+        trace: &mut Trace,
+        w: Windows,
+        window: usize,
+        sort: &SortBuffers,
+    ) -> Result<()> {
+        let wb = self
+            .buckets
+            .at(window * w.nbuckets as usize * G::XYZZ_LIMBS);
+        gpu.launch(
+            G::ACCUMULATE,
+            blocks(w.chunks as u64, 128)?,
+            128,
+            &[
+                &sort.sorted.ptr(),
+                &sort.offsets.ptr(),
+                &w.nbuckets,
+                &w.chunk,
+                &self.points.ptr(),
+                &wb,
+                &self.cont.ptr(),
+            ],
+        )?;
+        trace.mark(gpu, G::ACCUMULATE)?;
+        gpu.launch(
+            G::BUCKET_FIX,
+            blocks(w.nbuckets as u64, 128)?,
+            128,
+            &[
+                &wb,
+                &self.cont.ptr(),
+                &sort.offsets.ptr(),
+                &w.nbuckets,
+                &w.chunk,
+            ],
+        )?;
+        trace.mark(gpu, G::BUCKET_FIX)
+    }
+
+    /// Σ 2^(c·w)·W_w over the windows' sums W_w = Σ (b+1)·B_b.
+    fn total(&self, gpu: &Gpu, trace: &mut Trace, w: Windows) -> Result<G::Point> {
+        gpu.launch(
+            G::BUCKET_REDUCE,
+            blocks(w.nseg as u64 * w.windows as u64, 64)?,
+            64,
+            &[
+                &self.buckets.ptr(),
+                &w.nbuckets,
+                &SEGMENT,
+                &w.nseg,
+                &w.windows,
+                &self.segs.ptr(),
+            ],
+        )?;
+        trace.mark(gpu, G::BUCKET_REDUCE)?;
+        reduce_groups::<G>(
+            gpu,
+            &self.segs,
+            w.windows as usize,
+            w.nseg as usize,
+            &self.sums,
+        )?;
+        let window_sums = to_host::<G>(gpu, &self.sums, w.windows as usize)?;
+        trace.mark(gpu, G::REDUCE)?;
+        // Horner's rule from the top window.
+        let mut acc = G::Point::identity();
+        for ws in window_sums.iter().rev() {
+            for _ in 0..w.c {
+                acc = acc.double();
+            }
+            acc += ws;
+        }
+        Ok(acc)
+    }
+}
+
 /// Pippenger over the `m` compacted non-trivial scalars (canonical form) and their point
-/// indices.
+/// indices, for the G1 points and, when given, the G2 points.
 fn pippenger(
     gpu: &Gpu,
-    points: &DevBuf<u32>,
+    g1: &DevBuf<u32>,
+    g2: Option<&DevBuf<u32>>,
     idx: &DevBuf<u32>,
     scalars: &DevBuf<u32>,
     m: u32,
-) -> Result<G1Projective> {
+) -> Result<SharedSums> {
     let mut trace = Trace::new();
-    let c = window_bits(m as usize);
-    let windows = 256u32.div_ceil(c);
-    let nbuckets = 1u32 << (c - 1);
+    let w = Windows::for_scalars(m);
     let mu = m as usize;
 
-    let digits = gpu.alloc::<u32>(windows as usize * mu)?;
+    let digits = gpu.alloc::<u32>(w.windows as usize * mu)?;
     gpu.launch(
         "msm_digits",
         blocks(m as u64, 256)?,
         256,
-        &[&scalars.ptr(), &m, &c, &windows, &digits.ptr()],
+        &[&scalars.ptr(), &m, &w.c, &w.windows, &digits.ptr()],
     )?;
 
     // Sorting window w + 1 (memory-bound: atomics and scattered writes) runs on the side lane
@@ -356,21 +605,15 @@ fn pippenger(
     let mut sorts = Vec::new();
     for _ in 0..if overlap { 2 } else { 1 } {
         sorts.push(SortBuffers {
-            counts: gpu.alloc::<u32>(nbuckets as usize + 1)?,
-            offsets: gpu.alloc::<u32>(nbuckets as usize + 1)?,
-            fill: gpu.alloc::<u32>(nbuckets as usize)?,
+            counts: gpu.alloc::<u32>(w.nbuckets as usize + 1)?,
+            offsets: gpu.alloc::<u32>(w.nbuckets as usize + 1)?,
+            fill: gpu.alloc::<u32>(w.nbuckets as usize)?,
             sorted: gpu.alloc::<u32>(mu)?,
         });
     }
-    // Every window keeps its buckets, so that the window reductions run in one launch.
-    let buckets = gpu.alloc::<u32>(windows as usize * nbuckets as usize * XYZZ_LIMBS)?;
-    let chunk = chunk_len(m);
-    let chunks = m.div_ceil(chunk);
-    let cont = gpu.alloc::<u32>(chunks as usize * XYZZ_LIMBS)?;
-    let nseg = nbuckets.div_ceil(SEGMENT);
-    let segs = gpu.alloc::<u32>(windows as usize * nseg as usize * XYZZ_LIMBS)?;
-    let sums = gpu.alloc::<u32>(windows as usize * XYZZ_LIMBS)?;
-    let scan = Scan::new(gpu, nbuckets + 1)?;
+    let in_g1 = Buckets::<G1>::new(gpu, g1, w)?;
+    let in_g2 = g2.map(|p| Buckets::<G2>::new(gpu, p, w)).transpose()?;
+    let scan = Scan::new(gpu, w.nbuckets + 1)?;
 
     // The sort kernels loop over their entries, SORT_UNROLL per thread per round: enough blocks
     // to fill every SM when they run alone, no more.
@@ -379,15 +622,15 @@ fn pippenger(
     trace.mark(gpu, "digits+alloc")?;
     // The sorts need the digits.
     gpu.wait_for(sort_lane, Lane::Main)?;
-    // accumulated[w]: window w is done with its sort buffers (marked on the main lane).
-    let mut accumulated = Vec::with_capacity(windows as usize);
-    for w in 0..windows as usize {
-        let sb = &sorts[w % sorts.len()];
-        if w >= sorts.len() {
-            gpu.wait_event(sort_lane, &accumulated[w - sorts.len()])?;
+    // accumulated[w]: window w is done with its sort buffers, in both groups (marked on the
+    // main lane).
+    let mut accumulated = Vec::with_capacity(w.windows as usize);
+    for window in 0..w.windows as usize {
+        let sb = &sorts[window % sorts.len()];
+        if window >= sorts.len() {
+            gpu.wait_event(sort_lane, &accumulated[window - sorts.len()])?;
         }
-        let dw = digits.at(w * mu);
-        let wb = buckets.at(w * nbuckets as usize * XYZZ_LIMBS);
+        let dw = digits.at(window * mu);
         gpu.memset_zero_in(sort_lane, &sb.counts)?;
         gpu.memset_zero_in(sort_lane, &sb.fill)?;
         gpu.launch_in(
@@ -402,7 +645,7 @@ fn pippenger(
             sort_lane,
             sb.counts.ptr(),
             sb.offsets.ptr(),
-            nbuckets + 1,
+            w.nbuckets + 1,
         )?;
         gpu.launch_in(
             sort_lane,
@@ -421,57 +664,22 @@ fn pippenger(
         trace.mark(gpu, "sort")?;
         let sorted = gpu.record(sort_lane)?;
         gpu.wait_event(Lane::Main, &sorted)?;
-        gpu.launch(
-            "msm_accumulate",
-            blocks(chunks as u64, 128)?,
-            128,
-            &[
-                &sb.sorted.ptr(),
-                &sb.offsets.ptr(),
-                &nbuckets,
-                &chunk,
-                &points.ptr(),
-                &wb,
-                &cont.ptr(),
-            ],
-        )?;
-        trace.mark(gpu, "accumulate")?;
-        gpu.launch(
-            "msm_bucket_fix",
-            blocks(nbuckets as u64, 128)?,
-            128,
-            &[&wb, &cont.ptr(), &sb.offsets.ptr(), &nbuckets, &chunk],
-        )?;
-        accumulated.push(gpu.record(Lane::Main)?);
-        trace.mark(gpu, "fix")?;
-    }
-    gpu.launch(
-        "msm_bucket_reduce",
-        blocks(nseg as u64 * windows as u64, 64)?,
-        64,
-        &[
-            &buckets.ptr(),
-            &nbuckets,
-            &SEGMENT,
-            &nseg,
-            &windows,
-            &segs.ptr(),
-        ],
-    )?;
-    trace.mark(gpu, "bucket_reduce")?;
-    reduce_groups(gpu, &segs, windows as usize, nseg as usize, &sums)?;
-    let window_sums = to_host(gpu, &sums, windows as usize)?;
-    trace.mark(gpu, "final")?;
-    trace.print(&format!("pippenger m={m} c={c}"));
-    // Σ 2^(c·w)·W_w by Horner's rule from the top window.
-    let mut acc = G1Projective::identity();
-    for ws in window_sums.iter().rev() {
-        for _ in 0..c {
-            acc = acc.double();
+        in_g1.accumulate(gpu, &mut trace, w, window, sb)?;
+        if let Some(in_g2) = &in_g2 {
+            in_g2.accumulate(gpu, &mut trace, w, window, sb)?;
         }
-        acc += ws;
+        accumulated.push(gpu.record(Lane::Main)?);
     }
-    Ok(acc)
+    let sums = SharedSums {
+        g1: in_g1.total(gpu, &mut trace, w)?,
+        g2: in_g2.map(|b| b.total(gpu, &mut trace, w)).transpose()?,
+    };
+    trace.print(&format!(
+        "pippenger m={m} c={}{}",
+        w.c,
+        if g2.is_some() { " g1+g2" } else { "" }
+    ));
+    Ok(sums)
 }
 
 /// Σ s_i·P_i with points and scalars on the host, uploaded in pieces that fit in device
@@ -509,5 +717,33 @@ mod tests {
             assert!((3..=22).contains(&c));
         }
         assert!(window_bits(1 << 27) >= 16);
+    }
+
+    /// The chunks cover every sorted entry of a window, the windows every bit of a scalar
+    /// (signed digits carry into one more bit), the segments every bucket.
+    #[test]
+    fn windows_cover_the_scalars() {
+        for m in [1u32, 31, 32, 33, 1000, 1 << 20, 33_221_111] {
+            let w = Windows::for_scalars(m);
+            assert!(
+                w.chunks * w.chunk >= m && (w.chunks - 1) * w.chunk < m,
+                "m = {m}"
+            );
+            assert!(w.windows * w.c >= 256, "m = {m}");
+            assert!(w.nseg * SEGMENT >= w.nbuckets, "m = {m}");
+        }
+    }
+
+    /// The G2 half's scratch is mostly its buckets (an XYZZ point twice G1's), less than the
+    /// G1 half's: 3 GiB for a 32 GiB partition's B query in the worst case (every scalar other
+    /// than 0 and 1, so the widest windows).
+    #[test]
+    fn g2_scratch_is_the_g2_buckets() {
+        let n = 33_221_111;
+        let c = window_bits(n);
+        let buckets = (256usize.div_ceil(c as usize)) << (c - 1);
+        assert!(g2_scratch_bytes(n) >= buckets * G2::XYZZ_LIMBS * 4);
+        assert!(g2_scratch_bytes(n) < scratch_bytes(n));
+        assert!(g2_scratch_bytes(n) < 4 << 30);
     }
 }

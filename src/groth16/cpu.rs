@@ -5,7 +5,7 @@ use std::time::Instant;
 use anyhow::Result;
 use tracing::debug;
 
-use super::{msm, ntt, Evaluations, G1Sums, Srs, Witness};
+use super::{msm, ntt, Evaluations, Multiexps, Srs, Witness};
 use crate::groth16::Backend;
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -16,7 +16,7 @@ impl Backend for CpuBackend {
         "cpu".to_string()
     }
 
-    fn start(&self, srs: &Srs, evals: Evaluations, witness: &Witness) -> Result<G1Sums> {
+    fn start(&self, srs: &Srs, evals: Evaluations, witness: &Witness) -> Result<Multiexps> {
         let t = Instant::now();
         let h_scalars = ntt::h_coefficients(evals)?;
         let t_ntt = t.elapsed();
@@ -34,6 +34,13 @@ impl Backend for CpuBackend {
             a_b_msm = ?(t.elapsed() - t_l),
             "cpu proving start"
         );
-        Ok(G1Sums { h, l, a, b_g1 })
+        // B in G2 is left to the finalizer (`groth16::finish`), on other threads.
+        Ok(Multiexps {
+            h,
+            l,
+            a,
+            b_g1,
+            b_g2: None,
+        })
     }
 }

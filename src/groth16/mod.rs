@@ -1,8 +1,10 @@
 //! Groth16 over BLS12-381, compatible with bellperson's parameter files and proofs.
 //!
 //! The prover is split in two so that the GPU can move on while the CPU finishes:
-//! - [`Backend::start`]: H from the a/b/c evaluations (NTTs) and the four G1 multiexps;
-//! - [`finish`]: the B multiexp in G2 and the r/s randomization, on the CPU.
+//! - [`Backend::start`]: H from the a/b/c evaluations (NTTs), the four G1 multiexps, and on a
+//!   GPU with room for the B query's G2 points, its multiexp in G2;
+//! - [`finish`]: the B multiexp in G2 when proving start did not make it, and the r/s
+//!   randomization, on the CPU.
 
 pub mod assignment;
 pub mod cpu;
@@ -17,7 +19,7 @@ pub mod witness;
 
 pub use assignment::{synthesize, Assignment, Density, Evaluations, Witness};
 pub use cpu::CpuBackend;
-pub use prover::{finish, prove, Backend, G1Sums};
+pub use prover::{finish, prove, Backend, Multiexps};
 pub use r1cs::{R1cs, R1csCache};
 pub use srs::{Srs, SrsCache};
 pub use witness::{CompactValues, CompactWitness, PackedWitness, WitnessBuilder};

@@ -1,4 +1,5 @@
-//! The Groth16 prover, split into `start` (a backend's job) and `finish` (always on the CPU).
+//! The Groth16 prover, split into `start` (a backend's job) and `finish` (on the CPU: the
+//! randomization, and the B multiexp in G2 unless the backend made it).
 //!
 //! With the SRS `(α, β, δ, A_i, B_i, L_i, H_i)`, witness `w` and randomizers `r, s`:
 //!
@@ -11,15 +12,16 @@
 //! quotient polynomial `(a·b − c) / z`. Given the same `r` and `s` this is bellperson's
 //! `create_proof`, so the proof bytes are identical.
 
-use anyhow::{ensure, Result};
+use anyhow::{bail, ensure, Result};
 use blstrs::{G1Projective, G2Projective, Scalar as Fr};
 use group::{prime::PrimeCurveAffine, Curve};
 
 use super::{msm, Assignment, Evaluations, PackedWitness, Proof, R1cs, Srs, Witness};
 
-/// The four G1 multiexps that proving start produces.
+/// The multiexps proving start produces: the four in G1, and the B query's in G2 when the
+/// backend made it too (the CUDA backend, with the G2 points resident beside the G1 ones).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct G1Sums {
+pub struct Multiexps {
     /// `Σ h_j·H_j`
     pub h: G1Projective,
     /// `Σ w_k·L_k` over the aux variables.
@@ -28,15 +30,18 @@ pub struct G1Sums {
     pub a: G1Projective,
     /// `Σ w_i·B_i` in G1 over B-dense inputs and aux variables.
     pub b_g1: G1Projective,
+    /// `Σ w_i·B_i` in G2 over the same variables, when proving start made it; `None` leaves it
+    /// to `finish`, which then needs the witness.
+    pub b_g2: Option<G2Projective>,
 }
 
 /// Proving start: H by NTTs from the evaluations (consumed, so their memory goes as soon as the
-/// backend is done with them) and the G1 multiexps.
+/// backend is done with them), the G1 multiexps, and the B multiexp in G2 where the backend can.
 pub trait Backend: Send + Sync {
     /// A short name for logs and metrics: `cpu`, `cuda:0`, ...
     fn name(&self) -> String;
 
-    fn start(&self, srs: &Srs, evals: Evaluations, witness: &Witness) -> Result<G1Sums>;
+    fn start(&self, srs: &Srs, evals: Evaluations, witness: &Witness) -> Result<Multiexps>;
 
     /// Whether this backend can make the A, B, C evaluations itself from recorded constraints
     /// (`start_from_constraints`), so that the pipeline need not make them on the CPU.
@@ -53,7 +58,7 @@ pub trait Backend: Send + Sync {
         srs: &Srs,
         r1cs: &R1cs,
         witness: &PackedWitness,
-    ) -> Result<Option<G1Sums>> {
+    ) -> Result<Option<Multiexps>> {
         let _ = (srs, r1cs, witness);
         Ok(None)
     }
@@ -131,14 +136,28 @@ fn check_against(srs: &Srs, constraints: usize, counts: Counts) -> Result<()> {
     Ok(())
 }
 
-/// Proving finish: the B multiexp in G2, then the randomization with `r` and `s`.
-pub fn finish(srs: &Srs, sums: &G1Sums, witness: &Witness, r: Fr, s: Fr) -> Result<Proof> {
+/// Proving finish: the B multiexp in G2 (proving start's, or made here from `witness`), then
+/// the randomization with `r` and `s`. The witness is needed only when `sums.b_g2` is `None`.
+pub fn finish(
+    srs: &Srs,
+    sums: &Multiexps,
+    witness: Option<&Witness>,
+    r: Fr,
+    s: Fr,
+) -> Result<Proof> {
     let vk = &srs.vk;
     ensure!(
         !bool::from(vk.delta_g1.is_identity() | vk.delta_g2.is_identity()),
         "parameters have δ at infinity: refusing to prove with a subverted SRS"
     );
-    let b_g2 = msm::b_g2(srs, witness)?;
+    let b_g2 = match (sums.b_g2, witness) {
+        (Some(b_g2), _) => b_g2,
+        (None, Some(witness)) => msm::b_g2(srs, witness)?,
+        (None, None) => bail!(
+            "the B multiexp in G2 was not made in proving start, and no witness is left to \
+             make it from"
+        ),
+    };
 
     let delta_g1 = G1Projective::from(vk.delta_g1);
     let alpha_g1 = G1Projective::from(vk.alpha_g1);
@@ -172,5 +191,53 @@ pub fn prove(
     let Assignment { witness, evals } = assignment;
     check_shape(srs, &evals, &witness)?;
     let sums = backend.start(srs, evals, &witness)?;
-    finish(srs, &sums, &witness, r, s)
+    finish(srs, &sums, Some(&witness), r, s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::groth16::CpuBackend;
+    use crate::job::ProofJob;
+    use group::Group;
+
+    fn bytes(p: &Proof) -> Vec<u8> {
+        let mut v = Vec::new();
+        p.write(&mut v).expect("proof serialises");
+        v
+    }
+
+    /// A B multiexp in G2 from proving start is what `finish` uses: the proof is the one made
+    /// with the witness, without it; a wrong one makes a wrong proof (so it is not made again
+    /// from the witness behind the caller's back); and without either, `finish` refuses.
+    #[test]
+    fn finish_takes_the_b_multiexp_in_g2_from_proving_start() {
+        let job = crate::canary::CanaryJob::new(1, 5).expect("canary job");
+        let srs = crate::canary::srs().expect("canary parameters");
+        let Assignment { witness, evals } = job.synthesize(0).expect("synthesis");
+        let (r, s) = (Fr::from(7u64), Fr::from(11u64));
+        let sums = CpuBackend.start(&srs, evals, &witness).expect("start");
+        assert_eq!(sums.b_g2, None);
+        let with_witness = finish(&srs, &sums, Some(&witness), r, s).expect("finish");
+        job.verify(std::slice::from_ref(&with_witness))
+            .expect("the proof verifies");
+
+        let made = Multiexps {
+            b_g2: Some(msm::b_g2(&srs, &witness).expect("B in G2")),
+            ..sums
+        };
+        let without_witness = finish(&srs, &made, None, r, s).expect("finish");
+        assert_eq!(bytes(&without_witness), bytes(&with_witness));
+
+        let wrong = Multiexps {
+            b_g2: Some(G2Projective::generator()),
+            ..sums
+        };
+        let proof = finish(&srs, &wrong, Some(&witness), r, s).expect("finish");
+        assert_ne!(bytes(&proof), bytes(&with_witness));
+        assert!(job.verify(&[proof]).is_err());
+
+        let err = finish(&srs, &sums, None, r, s).expect_err("nothing to make B in G2 from");
+        assert!(format!("{err:#}").contains("no witness"), "{err:#}");
+    }
 }

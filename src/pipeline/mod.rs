@@ -209,7 +209,7 @@ mod tests {
 
     use super::*;
     use crate::canary::CanaryJob;
-    use crate::groth16::{CpuBackend, Evaluations, G1Sums, Srs, Witness};
+    use crate::groth16::{CpuBackend, Evaluations, Multiexps, Srs, Witness};
 
     /// A CPU backend that counts the partitions it proved, standing in for one GPU.
     struct Counted(AtomicUsize);
@@ -219,7 +219,7 @@ mod tests {
             "counted cpu".into()
         }
 
-        fn start(&self, srs: &Srs, evals: Evaluations, witness: &Witness) -> Result<G1Sums> {
+        fn start(&self, srs: &Srs, evals: Evaluations, witness: &Witness) -> Result<Multiexps> {
             self.0.fetch_add(1, Ordering::SeqCst);
             // Long enough that the other proving thread takes the next partition meanwhile.
             std::thread::sleep(std::time::Duration::from_millis(50));
@@ -235,7 +235,7 @@ mod tests {
             "failing gpu".into()
         }
 
-        fn start(&self, _: &Srs, _: Evaluations, _: &Witness) -> Result<G1Sums> {
+        fn start(&self, _: &Srs, _: Evaluations, _: &Witness) -> Result<Multiexps> {
             self.0.fetch_add(1, Ordering::SeqCst);
             anyhow::bail!("device lost")
         }
@@ -258,12 +258,12 @@ mod tests {
             _: &Srs,
             _: &crate::groth16::R1cs,
             _: &crate::groth16::PackedWitness,
-        ) -> Result<Option<G1Sums>> {
+        ) -> Result<Option<Multiexps>> {
             self.0.fetch_add(1, Ordering::SeqCst);
             Ok(None)
         }
 
-        fn start(&self, srs: &Srs, evals: Evaluations, witness: &Witness) -> Result<G1Sums> {
+        fn start(&self, srs: &Srs, evals: Evaluations, witness: &Witness) -> Result<Multiexps> {
             CpuBackend.start(srs, evals, witness)
         }
     }
@@ -286,14 +286,14 @@ mod tests {
             srs: &Srs,
             r1cs: &crate::groth16::R1cs,
             packed: &crate::groth16::PackedWitness,
-        ) -> Result<Option<G1Sums>> {
+        ) -> Result<Option<Multiexps>> {
             self.0.fetch_add(1, Ordering::SeqCst);
             let witness = r1cs.witness(packed.input.clone(), packed.expand_aux())?;
             let evals = r1cs.evaluate(&witness.input, &witness.aux)?;
             CpuBackend.start(srs, evals, &witness).map(Some)
         }
 
-        fn start(&self, _: &Srs, _: Evaluations, _: &Witness) -> Result<G1Sums> {
+        fn start(&self, _: &Srs, _: Evaluations, _: &Witness) -> Result<Multiexps> {
             anyhow::bail!("every start here goes through start_from_constraints")
         }
     }
@@ -307,6 +307,60 @@ mod tests {
         pipeline.shutdown();
         assert_eq!(proved.proof.len(), 3 * 192);
         assert_eq!(backend.0.load(Ordering::SeqCst), 3);
+    }
+
+    /// A GPU with the B query's G2 points resident: proving start makes the B multiexp in G2
+    /// (here on the CPU, as `finish` would), or, `wrong`, hands over a wrong one.
+    struct G2OnStart {
+        wrong: bool,
+        starts: AtomicUsize,
+    }
+
+    impl Backend for G2OnStart {
+        fn name(&self) -> String {
+            "gpu with B in G2".into()
+        }
+
+        fn start(&self, srs: &Srs, evals: Evaluations, witness: &Witness) -> Result<Multiexps> {
+            self.starts.fetch_add(1, Ordering::SeqCst);
+            let sums = CpuBackend.start(srs, evals, witness)?;
+            let b_g2 = match self.wrong {
+                false => crate::groth16::msm::b_g2(srs, witness)?,
+                true => <blstrs::G2Projective as group::Group>::generator(),
+            };
+            Ok(Multiexps {
+                b_g2: Some(b_g2),
+                ..sums
+            })
+        }
+    }
+
+    /// With the B multiexp in G2 from proving start, the partitions are finished from it (the
+    /// witness was dropped at the start): right, the job verifies; wrong, it fails verification
+    /// rather than being quietly made again on the CPU.
+    #[test]
+    fn the_finalizer_takes_the_b_multiexp_in_g2_from_proving_start() {
+        for wrong in [false, true] {
+            let gpu = Arc::new(G2OnStart {
+                wrong,
+                starts: AtomicUsize::new(0),
+            });
+            let pipeline = Pipeline::start(vec![gpu.clone() as Arc<dyn Backend>], 1, 1, 3)
+                .expect("pipeline starts");
+            let proved = prove_one(&pipeline, "g2-on-start", 3);
+            pipeline.shutdown();
+            assert_eq!(gpu.starts.load(Ordering::SeqCst), 3);
+            match proved {
+                Ok(p) => {
+                    assert!(!wrong, "a wrong B in G2 verified");
+                    assert_eq!(p.proof.len(), 3 * 192);
+                }
+                Err(e) => {
+                    assert!(wrong, "{e}");
+                    assert_eq!(e.stage, Stage::Verify, "{e}");
+                }
+            }
+        }
     }
 
     #[test]

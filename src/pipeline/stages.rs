@@ -17,7 +17,7 @@ use super::{Progress, Proved, Stage, StageError, Submission};
 use crate::groth16::{
     self,
     prover::{check_packed, check_shape},
-    Assignment, Backend, CompactWitness, G1Sums, PackedWitness, Proof, R1cs, Srs, Witness,
+    Assignment, Backend, CompactWitness, Multiexps, PackedWitness, Proof, R1cs, Srs, Witness,
 };
 use crate::job::{proof_bytes, ProofJob};
 use crate::schema::PartitionTiming;
@@ -95,8 +95,11 @@ pub(super) enum FinishWitness {
 pub(super) struct FinishItem {
     ctx: Arc<JobCtx>,
     partition: usize,
-    witness: FinishWitness,
-    sums: G1Sums,
+    sums: Multiexps,
+    /// The witness, kept only when the finalizer is to make the B multiexp in G2 from it
+    /// (`sums.b_g2` is `None`): a 32 GiB partition's is ~4 GB in full, freed as soon as
+    /// proving start is done with it otherwise.
+    witness: Option<FinishWitness>,
     timing: PartitionTiming,
 }
 
@@ -277,7 +280,7 @@ fn start_one(
     ctx: &JobCtx,
     prepared: Prepared,
     told: &mut bool,
-) -> Result<(FinishWitness, G1Sums), StageError> {
+) -> Result<(FinishWitness, Multiexps), StageError> {
     let srs = &ctx.srs;
     match prepared {
         Prepared::Assignment(Assignment { witness, evals }) => {
@@ -380,11 +383,19 @@ pub(super) fn start(
             Ok((witness, sums)) => {
                 failures_in_a_row = 0;
                 timing.start_end_ms = ctx.ms();
+                // With the B multiexp in G2 made in proving start, the finalizer only
+                // randomizes: the witness goes now instead of waiting in its queue.
+                let witness = if sums.b_g2.is_some() {
+                    release(witness);
+                    None
+                } else {
+                    Some(witness)
+                };
                 let item = FinishItem {
                     ctx,
                     partition,
-                    witness,
                     sums,
+                    witness,
                     timing,
                 };
                 if to_finish.send(item).is_err() {
@@ -417,13 +428,24 @@ pub(super) fn start(
     }
 }
 
+/// Frees a witness on a thread of its own: handing gigabytes back to the system takes a good
+/// part of a second, which the proving-start thread would otherwise spend before its next
+/// start. (Should no thread be made, it is freed here.)
+fn release(witness: FinishWitness) {
+    let _ = std::thread::Builder::new()
+        .name("c2q-release".into())
+        .spawn(move || drop(witness));
+}
+
+/// Finishes partitions: the B multiexp in G2 where proving start left it to the CPU, then the
+/// randomization.
 pub(super) fn finalize(items: Receiver<FinishItem>, to_assemble: Sender<AssembleItem>) {
     for item in items {
         let FinishItem {
             ctx,
             partition,
-            witness,
             sums,
+            witness,
             mut timing,
         } = item;
         if ctx.is_failed() {
@@ -434,15 +456,16 @@ pub(super) fn finalize(items: Receiver<FinishItem>, to_assemble: Sender<Assemble
         let r1cs = ctx.r1cs.clone();
         let result = guarded(Stage::Finish, || {
             let witness = match witness {
-                FinishWitness::Full(w) => w,
-                FinishWitness::Packed(p) => {
+                None => None,
+                Some(FinishWitness::Full(w)) => Some(w),
+                Some(FinishWitness::Packed(p)) => {
                     let aux = p.expand_aux();
-                    r1cs.witness(p.input, aux)?
+                    Some(r1cs.witness(p.input, aux)?)
                 }
             };
             let mut rng = rand::rngs::OsRng;
             let (r, s) = (Fr::random(&mut rng), Fr::random(&mut rng));
-            groth16::finish(&srs, &sums, &witness, r, s)
+            groth16::finish(&srs, &sums, witness.as_ref(), r, s)
         })
         .map(|proof| {
             timing.finish_end_ms = ctx.ms();

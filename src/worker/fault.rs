@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Result};
 
-use crate::groth16::{Backend, Evaluations, G1Sums, Srs, Witness};
+use crate::groth16::{Backend, Evaluations, Multiexps, Srs, Witness};
 
 struct FailingBackend;
 
@@ -17,7 +17,7 @@ impl Backend for FailingBackend {
         "fault:backend-error".into()
     }
 
-    fn start(&self, _srs: &Srs, _evals: Evaluations, _witness: &Witness) -> Result<G1Sums> {
+    fn start(&self, _srs: &Srs, _evals: Evaluations, _witness: &Witness) -> Result<Multiexps> {
         bail!("injected backend failure")
     }
 }
