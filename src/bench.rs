@@ -83,6 +83,11 @@ pub struct PipelineReport {
     pub srs_gen_s: f64,
     /// One partition's witness computed alone (all threads on it), before the run.
     pub witness_alone_s: f64,
+    /// One partition's proving start alone on the first backend, before the run, from its
+    /// packed witness: the first call (which also makes the points and the recorded
+    /// constraints resident on the GPU) and the second (what each partition costs). `None`
+    /// where the backend does not start from the packed witness (the CPU backend, or no room).
+    pub start_alone_s: Option<StartAlone>,
     /// Each job's end, seconds after the first job was submitted.
     pub job_done_s: Vec<f64>,
     /// Seconds per proof once the pipeline is full: between the first and the last job's end,
@@ -98,6 +103,14 @@ pub struct PipelineReport {
     pub witness_census: WitnessCensus,
     pub peak_rss_bytes: u64,
     pub device_peak_bytes: Vec<u64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct StartAlone {
+    pub first_s: f64,
+    pub next_s: f64,
+    /// Whether the start made the B multiexp in G2 too (its points resident on the GPU).
+    pub b_g2_on_device: bool,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -150,7 +163,6 @@ pub fn run(bench: PipelineBench) -> Result<PipelineReport> {
         others: census.others as f64 / total,
         compact_bytes: sample.bytes(),
     };
-    drop(sample);
     eprintln!(
         "[{:6.1} s] recording (or loading) the circuit's constraints …",
         t.elapsed().as_secs_f64()
@@ -176,6 +188,8 @@ pub fn run(bench: PipelineBench) -> Result<PipelineReport> {
         bench.jobs,
         first.partitions()
     );
+    let start_alone_s = start_alone(&*bench.backends[0], &srs, &r1cs, &sample.packed(), &t)?;
+    drop(sample);
     let mut jobs: Vec<Arc<dyn ProofJob>> = vec![Arc::new(BenchJob {
         job: first,
         srs: srs.clone(),
@@ -291,6 +305,7 @@ pub fn run(bench: PipelineBench) -> Result<PipelineReport> {
         r1cs_s,
         srs_gen_s,
         witness_alone_s,
+        start_alone_s,
         job_done_s,
         steady_s_per_proof,
         busy,
@@ -301,6 +316,46 @@ pub fn run(bench: PipelineBench) -> Result<PipelineReport> {
         device_peak_bytes: bench.device_peaks.iter().map(|f| f()).collect(),
     };
     Ok(report)
+}
+
+/// Two proving starts of one partition from its packed witness, timed: the first makes the
+/// points and the recorded constraints resident, the second is what a partition costs.
+fn start_alone(
+    backend: &dyn Backend,
+    srs: &Srs,
+    r1cs: &R1cs,
+    packed: &crate::groth16::PackedWitness,
+    t: &Instant,
+) -> Result<Option<StartAlone>> {
+    if !backend.products_on_device() {
+        return Ok(None);
+    }
+    let mut seconds = [0.0; 2];
+    let mut b_g2_on_device = false;
+    for (k, slot) in seconds.iter_mut().enumerate() {
+        eprintln!(
+            "[{:6.1} s] one partition's proving start alone ({} of 2{}) …",
+            t.elapsed().as_secs_f64(),
+            k + 1,
+            if k == 0 {
+                ": the points and constraints go to the GPU first"
+            } else {
+                ""
+            }
+        );
+        let t_start = Instant::now();
+        let Some(sums) = backend.start_from_constraints(srs, r1cs, packed)? else {
+            eprintln!("  the recorded constraints do not fit beside the points: not timed");
+            return Ok(None);
+        };
+        *slot = t_start.elapsed().as_secs_f64();
+        b_g2_on_device = sums.b_g2.is_some();
+    }
+    Ok(Some(StartAlone {
+        first_s: seconds[0],
+        next_s: seconds[1],
+        b_g2_on_device,
+    }))
 }
 
 /// Print the report as a table.
@@ -335,6 +390,20 @@ pub fn print_table(r: &PipelineReport) {
         "| one partition's witness alone (s) | {:.2} |",
         r.witness_alone_s
     );
+    if let Some(a) = &r.start_alone_s {
+        eprintln!(
+            "| one partition's proving start alone: first / next (s) | {:.2} / {:.2} |",
+            a.first_s, a.next_s
+        );
+        eprintln!(
+            "| B multiexp in G2 | {} |",
+            if a.b_g2_on_device {
+                "on the GPU, in proving start"
+            } else {
+                "on the CPU, in the finalizer"
+            }
+        );
+    }
     eprintln!("| per partition: witness / products / start / G2 finish (s) | {:.2} / {:.2} / {:.2} / {:.2} |",
         r.partition_s.synthesis, r.partition_s.products, r.partition_s.start, r.partition_s.finish);
     eprintln!("| busy: synthesis / products / start / G2 finish | {:.0} % / {:.0} % / {:.0} % / {:.0} % |",
