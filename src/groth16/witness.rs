@@ -303,9 +303,20 @@ impl CompactWitness {
     }
 
     /// The form a device takes: the few inputs expanded, the aux pieces joined into one.
+    ///
+    /// On the calling thread alone: it takes milliseconds, and handing it to the thread pool
+    /// would queue it behind the challenges being synthesized there (seconds each), which held
+    /// partitions back from the GPU for up to 5.8 s in a full-size run.
     pub fn packed(&self) -> PackedWitness {
+        let mut input = vec![Fr::ZERO; self.inputs()];
+        let mut at = 0;
+        for piece in &self.input {
+            let out = &mut input[at..at + piece.len()];
+            expand_words(&piece.ones, &piece.others, &piece.values, out);
+            at += piece.len();
+        }
         PackedWitness {
-            input: expand(&self.input),
+            input,
             aux: CompactValues::concat(&self.aux),
         }
     }
