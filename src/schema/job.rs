@@ -82,8 +82,15 @@ pub fn peek_job_id(bytes: &[u8]) -> Option<String> {
     rmp_serde::from_slice::<Header>(bytes).ok()?.job_id
 }
 
-/// Decode and validate a job message.
+/// Decode and validate a job message: [`decode_message`], then [`validate`].
 pub fn decode(bytes: &[u8], limits: &Limits) -> Result<DecodedJob, JobError> {
+    validate(decode_message(bytes, limits)?, limits)
+}
+
+/// Decode a job message's structure: size, version, kind, the fields and the job id's form.
+/// What it returns has the fields a result and a dead letter echo, but is not yet known to be
+/// a job that can be proved: see [`validate`].
+pub fn decode_message(bytes: &[u8], limits: &Limits) -> Result<JobV1, JobError> {
     if bytes.len() as u64 > limits.max_message_bytes {
         return Err(JobError::new(
             ErrorKind::Oversize,
@@ -126,6 +133,17 @@ pub fn decode(bytes: &[u8], limits: &Limits) -> Result<DecodedJob, JobError> {
         )
     })?;
     validate_id(&job.job_id)?;
+    Ok(job)
+}
+
+/// Check that a decoded job can be proved, and decompress its payload: the miner id and sector
+/// number are ones Filecoin (and the ledger) can hold, a PoRep job carries a C1 within the
+/// limits, a canary asks for no more partitions than allowed.
+pub fn validate(job: JobV1, limits: &Limits) -> Result<DecodedJob, JobError> {
+    // Caught here, before the ledger: it stores both as signed 64-bit integers and would
+    // otherwise fail the claim, which the worker cannot tell from a database outage.
+    crate::porep::check_sector_identity(job.miner_id, job.sector_number)
+        .map_err(|e| JobError::new(ErrorKind::InvalidInput, format!("{e:#}")))?;
     let c1 = match job.kind {
         JobKind::PorepC2 => {
             if job.canary.is_some() {
@@ -323,6 +341,35 @@ mod tests {
             kind_of(&encode(&canary("bad id!")).unwrap()),
             ErrorKind::Undecodable
         );
+    }
+
+    /// Miner ids and sector numbers Filecoin cannot have are invalid input, found before the
+    /// ledger (whose signed 64-bit columns would refuse them as if the database were down).
+    #[test]
+    fn miner_and_sector_beyond_2_pow_63_are_invalid_input() {
+        let mut largest = canary("c-max");
+        largest.miner_id = i64::MAX as u64;
+        largest.sector_number = i64::MAX as u64;
+        decode(&encode(&largest).unwrap(), &Limits::default()).expect("2^63 - 1 is valid");
+        for (miner, sector, named) in [
+            (u64::MAX, 1, "miner id 18446744073709551615"),
+            (1 << 63, 1, "miner id 9223372036854775808"),
+            (1000, u64::MAX, "sector number 18446744073709551615"),
+        ] {
+            let mut j = canary("c-big");
+            j.miner_id = miner;
+            j.sector_number = sector;
+            let e = decode(&encode(&j).unwrap(), &Limits::default()).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::InvalidInput, "{e}");
+            assert!(e.kind.is_permanent());
+            assert!(e.message.contains(named), "{e}");
+            // The fields still decode, for the failed result and the dead letter to echo.
+            let echoed = decode_message(&encode(&j).unwrap(), &Limits::default()).unwrap();
+            assert_eq!((echoed.miner_id, echoed.sector_number), (miner, sector));
+        }
+        let mut p = porep(b"{}");
+        p.miner_id = u64::MAX;
+        assert_eq!(kind_of(&encode(&p).unwrap()), ErrorKind::InvalidInput);
     }
 
     #[test]
