@@ -1,12 +1,13 @@
 //! Jobs that decode but cannot mean anything fail at once, permanently, as `invalid_input`: a
-//! miner id or sector number beyond 2^63 − 1. None is retried or reaches the ledger.
+//! miner id or sector number beyond 2^63 − 1, a canary of 0 partitions. None is retried or
+//! reaches the ledger.
 
 mod queue_support;
 
 use std::time::{Duration, Instant};
 
 use c2q::ledger::{Holder, JobIdentity};
-use c2q::schema::{ErrorKind, Status};
+use c2q::schema::{CanarySpec, ErrorKind, Status};
 use queue_support::*;
 
 /// Much less than a transient failure takes to exhaust its retries (the ledger alone keeps
@@ -24,12 +25,17 @@ async fn invalid_fields_fail_at_once_as_invalid_input_without_retry_or_ledger() 
     huge_miner.miner_id = u64::MAX;
     let mut huge_sector = canary_job("inv-sector", 1, 2);
     huge_sector.sector_number = u64::MAX;
+    let mut no_partitions = canary_job("inv-zero", 1, 3);
+    no_partitions.canary = Some(CanarySpec {
+        partitions: 0,
+        seed: 3,
+    });
     let started = Instant::now();
-    for job in [&huge_miner, &huge_sector] {
+    for job in [&huge_miner, &huge_sector, &no_partitions] {
         publish_job(&b, job).await;
     }
 
-    let ids = ["inv-miner", "inv-sector"];
+    let ids = ["inv-miner", "inv-sector", "inv-zero"];
     let results = results_of(&b, &ids, AT_ONCE).await;
     assert!(started.elapsed() < AT_ONCE);
     for r in &results {
@@ -41,7 +47,8 @@ async fn invalid_fields_fail_at_once_as_invalid_input_without_retry_or_ledger() 
         assert_eq!(r.kind, "canary", "{r:?}");
         let expected = match r.job_id.as_str() {
             "inv-miner" => "miner id 18446744073709551615",
-            _ => "sector number 18446744073709551615",
+            "inv-sector" => "sector number 18446744073709551615",
+            _ => "0 partitions",
         };
         assert!(err.message.contains(expected), "{}", err.message);
     }

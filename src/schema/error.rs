@@ -21,7 +21,7 @@ pub enum ErrorKind {
     /// partitions are over this worker's limit.
     Oversize,
     /// The job decodes but cannot mean anything: a miner id or sector number Filecoin cannot
-    /// have (2^63 and above).
+    /// have (2^63 and above), or a canary of no partitions.
     InvalidInput,
     /// The job id was seen before with a different payload.
     DuplicateMismatch,

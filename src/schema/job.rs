@@ -138,7 +138,7 @@ pub fn decode_message(bytes: &[u8], limits: &Limits) -> Result<JobV1, JobError> 
 
 /// Check that a decoded job can be proved, and decompress its payload: the miner id and sector
 /// number are ones Filecoin (and the ledger) can hold, a PoRep job carries a C1 within the
-/// limits, a canary asks for no more partitions than allowed.
+/// limits, a canary asks for 1 to `limits.max_canary_partitions` partitions.
 pub fn validate(job: JobV1, limits: &Limits) -> Result<DecodedJob, JobError> {
     // Caught here, before the ledger: it stores both as signed 64-bit integers and would
     // otherwise fail the claim, which the worker cannot tell from a database outage.
@@ -158,11 +158,17 @@ pub fn validate(job: JobV1, limits: &Limits) -> Result<DecodedJob, JobError> {
             let spec = job.canary.as_ref().ok_or_else(|| {
                 JobError::new(ErrorKind::Undecodable, "a canary job needs a `canary` spec")
             })?;
-            if spec.partitions == 0 || spec.partitions > limits.max_canary_partitions {
+            if spec.partitions == 0 {
+                return Err(JobError::new(
+                    ErrorKind::InvalidInput,
+                    "a canary job asks for 0 partitions; it proves 1 or more",
+                ));
+            }
+            if spec.partitions > limits.max_canary_partitions {
                 return Err(JobError::new(
                     ErrorKind::Oversize,
                     format!(
-                        "canary asks for {} partitions, allowed 1..={}",
+                        "canary asks for {} partitions, this worker allows 1..={}",
                         spec.partitions, limits.max_canary_partitions
                     ),
                 ));
@@ -370,6 +376,65 @@ mod tests {
         let mut p = porep(b"{}");
         p.miner_id = u64::MAX;
         assert_eq!(kind_of(&encode(&p).unwrap()), ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn canary_partitions_are_1_to_the_limit_and_0_is_invalid_not_oversize() {
+        let with = |partitions| {
+            let mut c = canary("c-p");
+            c.canary = Some(CanarySpec {
+                partitions,
+                seed: 1,
+            });
+            decode(&encode(&c).unwrap(), &Limits::default())
+        };
+        let most = crate::canary::MAX_PARTITIONS as u32;
+        assert_eq!(Limits::default().max_canary_partitions, most);
+        assert!(with(1).is_ok());
+        assert!(with(most).is_ok(), "the default limit is the canary's own");
+        assert_eq!(with(most + 1).unwrap_err().kind, ErrorKind::Oversize);
+        let zero = with(0).unwrap_err();
+        assert_eq!(zero.kind, ErrorKind::InvalidInput, "{zero}");
+        assert!(zero.message.contains("0 partitions"), "{zero}");
+        // A lower configured limit is this worker's choice: over it is oversize.
+        let mut c = canary("c-p");
+        c.canary = Some(CanarySpec {
+            partitions: 9,
+            seed: 1,
+        });
+        let eight = Limits {
+            max_canary_partitions: 8,
+            ..Limits::default()
+        };
+        let e = decode(&encode(&c).unwrap(), &eight).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Oversize, "{e}");
+    }
+
+    /// The published contract (`schemas/job.v1.schema.json`) states the limits the worker
+    /// enforces: canary partitions, miner ids and sector numbers.
+    #[test]
+    fn the_job_schema_states_the_limits_the_worker_enforces() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/schemas/job.v1.schema.json");
+        let schema: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let props = &schema["properties"];
+        let partitions = &props["canary"]["properties"]["partitions"];
+        assert_eq!(partitions["minimum"], 1);
+        assert_eq!(
+            partitions["maximum"],
+            crate::canary::MAX_PARTITIONS as u64,
+            "schema and canary disagree"
+        );
+        assert_eq!(
+            partitions["maximum"],
+            u64::from(Limits::default().max_canary_partitions),
+            "schema and the default limit disagree"
+        );
+        assert_eq!(props["miner_id"]["maximum"], crate::porep::MAX_MINER_ID);
+        assert_eq!(
+            props["sector_number"]["maximum"],
+            crate::porep::MAX_SECTOR_NUMBER
+        );
     }
 
     #[test]

@@ -45,7 +45,6 @@ impl Env {
         config.ledger.schema = prefix.clone();
         config.ledger.pool_size = 4;
         config.limits.max_sector_size = 2048;
-        config.limits.max_canary_partitions = 64;
         config.gate.budget_bytes = Some(2 << 30);
         config.retry.base_delay_ms = 200;
         config.retry.max_delay_ms = 1_000;
