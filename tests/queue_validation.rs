@@ -1,13 +1,13 @@
 //! Jobs that decode but cannot mean anything fail at once, permanently, as `invalid_input`: a
-//! miner id or sector number beyond 2^63 − 1, a canary of 0 partitions. None is retried or
-//! reaches the ledger.
+//! miner id or sector number beyond 2^63 − 1, a canary of 0 partitions, a body `job_id` that
+//! contradicts the AMQP `message_id`. None is retried or reaches the ledger.
 
 mod queue_support;
 
 use std::time::{Duration, Instant};
 
 use c2q::ledger::{Holder, JobIdentity};
-use c2q::schema::{CanarySpec, ErrorKind, Status};
+use c2q::schema::{self, CanarySpec, ErrorKind, Status};
 use queue_support::*;
 
 /// Much less than a transient failure takes to exhaust its retries (the ledger alone keeps
@@ -30,12 +30,15 @@ async fn invalid_fields_fail_at_once_as_invalid_input_without_retry_or_ledger() 
         partitions: 0,
         seed: 3,
     });
+    let other_id = canary_job("inv-body", 1, 4);
     let started = Instant::now();
     for job in [&huge_miner, &huge_sector, &no_partitions] {
         publish_job(&b, job).await;
     }
+    let encoded = schema::job::encode(&other_id).unwrap();
+    publish_raw(&b, "inv-amqp", &encoded).await;
 
-    let ids = ["inv-miner", "inv-sector", "inv-zero"];
+    let ids = ["inv-miner", "inv-sector", "inv-zero", "inv-body"];
     let results = results_of(&b, &ids, AT_ONCE).await;
     assert!(started.elapsed() < AT_ONCE);
     for r in &results {
@@ -48,7 +51,8 @@ async fn invalid_fields_fail_at_once_as_invalid_input_without_retry_or_ledger() 
         let expected = match r.job_id.as_str() {
             "inv-miner" => "miner id 18446744073709551615",
             "inv-sector" => "sector number 18446744073709551615",
-            _ => "0 partitions",
+            "inv-zero" => "0 partitions",
+            _ => "\"inv-body\" in the message body differs from the AMQP message_id \"inv-amqp\"",
         };
         assert!(err.message.contains(expected), "{}", err.message);
     }
@@ -60,8 +64,9 @@ async fn invalid_fields_fail_at_once_as_invalid_input_without_retry_or_ledger() 
         assert_eq!(depth(&b, &b.names.retry_queue(attempt)).await, 0);
     }
     assert!(!worker.log().contains("retrying later"), "{}", worker.log());
+    // Nothing reached the ledger, under either id of the contradictory message.
     let ledger = env.ledger().await;
-    for id in ids {
+    for id in ids.iter().chain(&["inv-amqp"]) {
         assert!(
             ledger.get(id).await.unwrap().is_none(),
             "{id} in the ledger"

@@ -21,7 +21,8 @@ pub enum ErrorKind {
     /// partitions are over this worker's limit.
     Oversize,
     /// The job decodes but cannot mean anything: a miner id or sector number Filecoin cannot
-    /// have (2^63 and above), or a canary of no partitions.
+    /// have (2^63 and above), a canary of no partitions, or a `job_id` that contradicts the
+    /// message's AMQP `message_id`.
     InvalidInput,
     /// The job id was seen before with a different payload.
     DuplicateMismatch,

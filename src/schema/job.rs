@@ -136,6 +136,24 @@ pub fn decode_message(bytes: &[u8], limits: &Limits) -> Result<JobV1, JobError> 
     Ok(job)
 }
 
+/// The job id in the body is what the ledger, the result and the dead letter go by; the AMQP
+/// `message_id` is what the producer published under. A message where the two disagree was
+/// built wrong (or altered), and proving it under either id could answer or fail another job:
+/// it is refused, naming both.
+pub fn check_message_id(job: &JobV1, message_id: Option<&str>) -> Result<(), JobError> {
+    match message_id {
+        Some(id) if !id.is_empty() && id != job.job_id => Err(JobError::new(
+            ErrorKind::InvalidInput,
+            format!(
+                "job_id {:?} in the message body differs from the AMQP message_id {id:?}; \
+                 producers set both to the same id",
+                job.job_id
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Check that a decoded job can be proved, and decompress its payload: the miner id and sector
 /// number are ones Filecoin (and the ledger) can hold, a PoRep job carries a C1 within the
 /// limits, a canary asks for 1 to `limits.max_canary_partitions` partitions.
@@ -434,6 +452,20 @@ mod tests {
         assert_eq!(
             props["sector_number"]["maximum"],
             crate::porep::MAX_SECTOR_NUMBER
+        );
+    }
+
+    #[test]
+    fn job_id_must_match_the_message_id_when_both_exist() {
+        let j = canary("c-7");
+        assert!(check_message_id(&j, Some("c-7")).is_ok());
+        assert!(check_message_id(&j, None).is_ok());
+        assert!(check_message_id(&j, Some("")).is_ok());
+        let e = check_message_id(&j, Some("c-8")).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidInput);
+        assert!(
+            e.message.contains("\"c-7\"") && e.message.contains("\"c-8\""),
+            "{e}"
         );
     }
 

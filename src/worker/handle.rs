@@ -124,9 +124,12 @@ impl Worker {
             }
         };
         // From here on the result and the dead letter echo the job's own fields. The ledger
-        // is not told of a job refused before its claim.
+        // is not told of a job refused before its claim: its id may be another job's.
         let echo = Echo::of(&decoded);
-        let decoded = match schema::job::validate(decoded, &self.cfg.limits) {
+        let message_id = (!message_id.is_empty()).then_some(message_id.as_str());
+        let validated = schema::job::check_message_id(&decoded, message_id)
+            .and_then(|()| schema::job::validate(decoded, &self.cfg.limits));
+        let decoded = match validated {
             Ok(d) => d,
             Err(e) => {
                 tracing::warn!(job_id = %echo.job_id, error = %e, "rejected job message");
