@@ -1,19 +1,33 @@
-//! Jobs that decode but cannot mean anything fail at once, permanently, as `invalid_input`: a
-//! miner id or sector number beyond 2^63 − 1, a canary of 0 partitions, a body `job_id` that
-//! contradicts the AMQP `message_id`. None is retried or reaches the ledger.
+//! Jobs that decode but cannot mean anything fail at once, permanently, as `invalid_input`:
+//! a miner id or sector number beyond 2^63 − 1, a canary of 0 partitions, a body `job_id` that
+//! contradicts the AMQP `message_id`. None is retried or reaches the ledger, and `c2q dlq`
+//! shows what they decoded to. Every dead letter, even one without a `message_id`, has an
+//! address `c2q dlq show` and `replay` accept.
 
 mod queue_support;
 
 use std::time::{Duration, Instant};
 
+use c2q::broker::headers;
 use c2q::ledger::{Holder, JobIdentity};
 use c2q::schema::{self, CanarySpec, ErrorKind, Status};
+use lapin::options::BasicGetOptions;
 use queue_support::*;
+use sha2::{Digest, Sha256};
 
 /// Much less than a transient failure takes to exhaust its retries (the ledger alone keeps
 /// trying for a minute before the first retry).
 const AT_ONCE: Duration = Duration::from_secs(30);
 const T: Duration = Duration::from_secs(60);
+
+/// The `dlq list` line of a job id: its whitespace-separated columns (address, job id, reason,
+/// attempts, miner, sector, error…).
+fn dlq_columns<'a>(list: &'a str, job_id: &str) -> Vec<&'a str> {
+    list.lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|c| c.get(1) == Some(&job_id))
+        .unwrap_or_else(|| panic!("{job_id} not in:\n{list}"))
+}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn invalid_fields_fail_at_once_as_invalid_input_without_retry_or_ledger() {
@@ -73,6 +87,33 @@ async fn invalid_fields_fail_at_once_as_invalid_input_without_retry_or_ledger() 
         );
     }
 
+    // The operator sees the miner and sector the jobs decoded to (dead letters are addressed
+    // by their AMQP message_id, the id the producer published under).
+    let (ok, list, err) = c2q_cli(&env, &["dlq", "list"]);
+    assert!(ok, "{err}");
+    for (id, miner, sector) in [
+        ("inv-miner", "18446744073709551615", "1"),
+        ("inv-sector", "1000", "18446744073709551615"),
+        ("inv-zero", "1000", "1"),
+        ("inv-amqp", "1000", "1"),
+    ] {
+        let c = dlq_columns(&list, id);
+        assert_eq!(c[2], "invalid_input", "{list}");
+        assert_eq!((c[4], c[5]), (miner, sector), "{id}: {list}");
+    }
+    let (ok, show, err) = c2q_cli(&env, &["dlq", "show", "inv-miner"]);
+    assert!(ok, "{err}");
+    let shown: serde_json::Value = serde_json::from_str(&show).unwrap();
+    assert_eq!(shown["miner"], u64::MAX, "{show}");
+    assert_eq!(shown["job"]["miner_id"], u64::MAX, "{show}");
+    assert!(
+        shown["job"]["invalid"]
+            .as_str()
+            .unwrap()
+            .contains("invalid_input"),
+        "{show}"
+    );
+
     // The ledger itself refuses such an id at once instead of retrying it as an outage.
     let identity = JobIdentity {
         job_id: "inv-ledger".into(),
@@ -96,6 +137,76 @@ async fn invalid_fields_fail_at_once_as_invalid_input_without_retry_or_ledger() 
     assert!(
         format!("{refused:#}").contains("does not fit"),
         "{refused:#}"
+    );
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_dead_letter_has_an_address_that_dlq_show_and_replay_accept() {
+    let env = Env::new("dlqaddr");
+    let mut worker = env.spawn_worker("w1");
+    let b = env.broker().await;
+    // Neither a job nor addressed: no message_id, no job_id to peek.
+    let junk = b"not a job, and no message_id";
+    publish_raw_as(&b, None, junk).await;
+    // Decodes, but asks for more canary partitions than the worker allows.
+    publish_job(&b, &canary_job("addr-big", 100, 5)).await;
+    wait_depth(&b, &b.names.dlq(), 2, T).await;
+    worker.signal(libc::SIGTERM);
+    assert_eq!(worker.wait_exit(T).await, Some(0));
+
+    let address = hex::encode(&Sha256::digest(junk)[..6]);
+    let (ok, list, err) = c2q_cli(&env, &["dlq", "list"]);
+    assert!(ok, "{err}");
+    let junk_line: Vec<&str> = list
+        .lines()
+        .find(|l| l.starts_with(&address))
+        .unwrap_or_else(|| panic!("no line for {address}:\n{list}"))
+        .split_whitespace()
+        .collect();
+    assert_eq!(&junk_line[1..3], ["-", "undecodable"], "{list}");
+    assert_eq!(
+        &junk_line[4..6],
+        ["-", "-"],
+        "no made-up miner or sector: {list}"
+    );
+    let oversize = dlq_columns(&list, "addr-big");
+    assert_eq!(oversize[2], "oversize", "{list}");
+
+    let (ok, show, err) = c2q_cli(&env, &["dlq", "show", &address]);
+    assert!(ok, "{err}");
+    let shown: serde_json::Value = serde_json::from_str(&show).unwrap();
+    assert_eq!(shown["address"], address.as_str(), "{show}");
+    assert_eq!(shown["reason"], "undecodable", "{show}");
+    assert!(shown["miner"].is_null(), "{show}");
+    assert!(shown["job"]["undecodable"].is_string(), "{show}");
+    // The other one by its address too, and by its job id, alike.
+    let (ok, by_id, _) = c2q_cli(&env, &["dlq", "show", "addr-big"]);
+    assert!(ok);
+    let by_id: serde_json::Value = serde_json::from_str(&by_id).unwrap();
+    let (ok, by_address, _) = c2q_cli(&env, &["dlq", "show", oversize[0]]);
+    assert!(ok);
+    assert_eq!(
+        by_id,
+        serde_json::from_str::<serde_json::Value>(&by_address).unwrap()
+    );
+    let (ok, _, err) = c2q_cli(&env, &["dlq", "show", "000000000000"]);
+    assert!(!ok && err.contains("no dead-lettered job"), "{err}");
+
+    let (ok, out, err) = c2q_cli(&env, &["dlq", "replay", &address]);
+    assert!(ok, "{err}");
+    assert!(out.contains("replayed 1 jobs"), "{out}");
+    assert_eq!(depth(&b, &b.names.dlq()).await, 1);
+    let back = b
+        .fetch
+        .basic_get(&b.names.jobs_queue(), BasicGetOptions { no_ack: false })
+        .await
+        .unwrap()
+        .expect("the replayed message in the job queue");
+    assert_eq!(back.delivery.data, junk);
+    assert_eq!(
+        headers::get_str(&back.delivery.properties, headers::REASON),
+        None
     );
     env.cleanup().await;
 }
