@@ -44,6 +44,10 @@ pub struct SubmitArgs {
     /// Partitions of a canary job.
     #[arg(long, default_value_t = 2, requires = "canary")]
     pub partitions: u32,
+    /// Seed of a canary job (default: from the clock). Printed either way: `c2q verify
+    /// --canary --seed` needs it.
+    #[arg(long, requires = "canary")]
+    pub seed: Option<u64>,
     /// Job id (idempotency key); default derived from miner, sector and payload, so that
     /// submitting the same job twice is answered once.
     #[arg(long)]
@@ -90,10 +94,12 @@ pub fn read_c1(path: &Path) -> Result<(Vec<u8>, String)> {
 pub fn build_job(args: &SubmitArgs) -> Result<JobV1> {
     let mut digest = Sha256::new();
     let (kind, registered_proof, payload, canary) = if args.canary {
-        let seed = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0);
+        let seed = args.seed.unwrap_or_else(|| {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0)
+        });
         digest.update(seed.to_le_bytes());
         digest.update(args.partitions.to_le_bytes());
         let spec = CanarySpec {
@@ -171,7 +177,16 @@ pub fn submit(args: SubmitArgs) -> Result<()> {
         )
         .await
         .context("publishing the job")?;
-        eprintln!("submitted job {} ({} bytes)", job.job_id, payload.len());
+        match &job.canary {
+            Some(spec) => eprintln!(
+                "submitted canary job {} ({} bytes, {} partitions, seed {})",
+                job.job_id,
+                payload.len(),
+                spec.partitions,
+                spec.seed
+            ),
+            None => eprintln!("submitted job {} ({} bytes)", job.job_id, payload.len()),
+        }
         println!("{}", job.job_id);
         let Some(q) = reply_queue else {
             return Ok(());
@@ -186,7 +201,7 @@ pub fn submit(args: SubmitArgs) -> Result<()> {
             .out
             .clone()
             .unwrap_or_else(|| PathBuf::from(format!("{}.proof", job.job_id)));
-        print_result(&result, &out)?;
+        print_result(&result, job.canary.as_ref(), &out)?;
         broker.close().await;
         if result.status != Status::Ok {
             bail!("job {} failed", job.job_id);
@@ -218,7 +233,8 @@ async fn wait_for(broker: &Broker, queue: &str, job_id: &str) -> Result<ResultV1
     bail!("the reply queue was closed")
 }
 
-fn print_result(result: &ResultV1, out: &Path) -> Result<()> {
+/// `canary`: the spec of a canary job, whose seed verifying the proof needs.
+fn print_result(result: &ResultV1, canary: Option<&CanarySpec>, out: &Path) -> Result<()> {
     let mut summary = serde_json::json!({
         "job_id": result.job_id,
         "status": result.status,
@@ -227,6 +243,9 @@ fn print_result(result: &ResultV1, out: &Path) -> Result<()> {
         "from_ledger": result.from_ledger,
         "error": result.error,
     });
+    if let Some(spec) = canary {
+        summary["seed"] = spec.seed.into();
+    }
     if let Some(proof) = &result.proof {
         std::fs::write(out, proof).with_context(|| format!("writing {}", out.display()))?;
         summary["proof_bytes"] = proof.len().into();

@@ -6,8 +6,9 @@ mod job;
 pub mod params;
 pub mod shape;
 pub mod testdata;
+pub mod verify;
 
-pub use input::{parse_c1, proof_from_name, proof_name, C1Input, MAX_C1_BYTES};
+pub use input::{parse_c1, proof_from_name, proof_name, read_c1_file, C1Input, MAX_C1_BYTES};
 pub use job::PorepJob;
 
 /// The largest miner actor id Filecoin can address: ID addresses and the prover id
