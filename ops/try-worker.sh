@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run a c2q worker against the local RabbitMQ (127.0.0.1:5672, guest) and PostgreSQL
 # (127.0.0.1:5432, database test), push a canary job and a freshly sealed 2 KiB PoRep job
-# through it, print the results, then drain the worker with SIGTERM.
+# through it, print the results, check both proofs with `c2q verify`, then drain the worker
+# with SIGTERM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet
@@ -23,9 +24,12 @@ work=$(mktemp -d)
 worker=$!
 trap 'kill -TERM $worker 2>/dev/null; wait $worker 2>/dev/null; rm -rf "$work"' EXIT
 
-"$c2q" submit --config compose/worker.toml --canary --partitions 4 --miner 1000 --sector 1 \
-  --wait --timeout 600 --out "$work/canary.proof"
+canary_seed=$RANDOM
+"$c2q" submit --config compose/worker.toml --canary --partitions 4 --seed "$canary_seed" \
+  --miner 1000 --sector 1 --wait --timeout 600 --out "$work/canary.proof"
+"$c2q" verify --canary --seed "$canary_seed" "$work/canary.proof"
 "$c2q" testdata c1 --miner 1000 --sector 2 --seed "$RANDOM" --out "$work/c1.json"
 "$c2q" submit --config compose/worker.toml "$work/c1.json" --miner 1000 --sector 2 \
   --wait --timeout 600 --out "$work/sector-2.proof"
+"$c2q" verify "$work/c1.json" "$work/sector-2.proof" --miner 1000 --sector 2
 "$c2q" status --config compose/worker.toml

@@ -44,6 +44,10 @@ pub struct SubmitArgs {
     /// Partitions of a canary job.
     #[arg(long, default_value_t = 2, requires = "canary")]
     pub partitions: u32,
+    /// Seed of a canary job (default: from the clock). Printed either way: `c2q verify
+    /// --canary --seed` needs it.
+    #[arg(long, requires = "canary")]
+    pub seed: Option<u64>,
     /// Job id (idempotency key); default derived from miner, sector and payload, so that
     /// submitting the same job twice is answered once.
     #[arg(long)]
@@ -90,10 +94,12 @@ pub fn read_c1(path: &Path) -> Result<(Vec<u8>, String)> {
 pub fn build_job(args: &SubmitArgs) -> Result<JobV1> {
     let mut digest = Sha256::new();
     let (kind, registered_proof, payload, canary) = if args.canary {
-        let seed = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0);
+        let seed = args.seed.unwrap_or_else(|| {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0)
+        });
         digest.update(seed.to_le_bytes());
         digest.update(args.partitions.to_le_bytes());
         let spec = CanarySpec {
@@ -171,7 +177,16 @@ pub fn submit(args: SubmitArgs) -> Result<()> {
         )
         .await
         .context("publishing the job")?;
-        eprintln!("submitted job {} ({} bytes)", job.job_id, payload.len());
+        match &job.canary {
+            Some(spec) => eprintln!(
+                "submitted canary job {} ({} bytes, {} partitions, seed {})",
+                job.job_id,
+                payload.len(),
+                spec.partitions,
+                spec.seed
+            ),
+            None => eprintln!("submitted job {} ({} bytes)", job.job_id, payload.len()),
+        }
         println!("{}", job.job_id);
         let Some(q) = reply_queue else {
             return Ok(());
@@ -186,7 +201,7 @@ pub fn submit(args: SubmitArgs) -> Result<()> {
             .out
             .clone()
             .unwrap_or_else(|| PathBuf::from(format!("{}.proof", job.job_id)));
-        print_result(&result, &out)?;
+        print_result(&result, job.canary.as_ref(), &out)?;
         broker.close().await;
         if result.status != Status::Ok {
             bail!("job {} failed", job.job_id);
@@ -218,7 +233,8 @@ async fn wait_for(broker: &Broker, queue: &str, job_id: &str) -> Result<ResultV1
     bail!("the reply queue was closed")
 }
 
-fn print_result(result: &ResultV1, out: &Path) -> Result<()> {
+/// `canary`: the spec of a canary job, whose seed verifying the proof needs.
+fn print_result(result: &ResultV1, canary: Option<&CanarySpec>, out: &Path) -> Result<()> {
     let mut summary = serde_json::json!({
         "job_id": result.job_id,
         "status": result.status,
@@ -227,6 +243,9 @@ fn print_result(result: &ResultV1, out: &Path) -> Result<()> {
         "from_ledger": result.from_ledger,
         "error": result.error,
     });
+    if let Some(spec) = canary {
+        summary["seed"] = spec.seed.into();
+    }
     if let Some(proof) = &result.proof {
         std::fs::write(out, proof).with_context(|| format!("writing {}", out.display()))?;
         summary["proof_bytes"] = proof.len().into();
@@ -247,13 +266,17 @@ pub struct DlqArgs {
 
 #[derive(clap::Subcommand, Debug)]
 pub enum DlqCommand {
-    /// Dead-lettered jobs: id, reason, attempts, miner, sector, error.
+    /// Dead-lettered jobs: address, job id, reason, attempts, miner, sector, error.
     List,
-    /// One dead-lettered job in full.
-    Show { job_id: String },
-    /// Send dead-lettered jobs back to the job queue, attempts reset.
+    /// One dead-lettered job in full, by job id or by the address `dlq list` shows.
+    Show {
+        #[arg(value_name = "JOB_ID|ADDRESS")]
+        job_id: String,
+    },
+    /// Send dead-lettered jobs back to the job queue, attempts reset: those with this job id
+    /// or address, or all of them.
     Replay {
-        #[arg(required_unless_present = "all")]
+        #[arg(required_unless_present = "all", value_name = "JOB_ID|ADDRESS")]
         job_id: Option<String>,
         #[arg(long, conflicts_with = "job_id")]
         all: bool,
@@ -267,7 +290,7 @@ pub fn dlq(args: DlqArgs) -> Result<()> {
     let config = Config::load(args.config.as_deref())?;
     runtime()?.block_on(async move {
         let broker = connect(&config).await?;
-        let r = crate::broker::dlq::run(&broker, &args.command).await;
+        let r = crate::broker::dlq::run(&broker, &args.command, &config.limits).await;
         broker.close().await;
         r
     })
@@ -319,26 +342,69 @@ pub fn status(args: StatusArgs) -> Result<()> {
     })
 }
 
-/// Header summary of a dead-lettered message, for `dlq list` and `show`.
-pub fn dlq_summary(props: &BasicProperties) -> (String, String, i64, i64, i64, String) {
-    let id = props
-        .message_id()
-        .as_ref()
-        .map(|s| s.to_string())
-        .unwrap_or_default();
-    // The worker's own reason first; else why RabbitMQ dead-lettered it most recently (a
-    // retried job also died once before, by expiring from its delay queue).
-    let reason = headers::get_str(props, headers::REASON)
-        .or_else(|| headers::last_death_reason(props))
-        .or_else(|| headers::get_str(props, headers::FIRST_DEATH_REASON))
-        .unwrap_or_else(|| "unknown".into());
-    let attempts = headers::get_int(props, headers::ATTEMPTS).unwrap_or(0);
-    let miner = headers::get_int(props, headers::MINER).unwrap_or(-1);
-    let sector = headers::get_int(props, headers::SECTOR).unwrap_or(-1);
-    let error = headers::get_str(props, headers::ERROR)
-        .filter(|_| headers::get_str(props, headers::REASON).is_some())
-        .unwrap_or_else(|| broker_reason_text(&reason, props));
-    (id, reason, attempts, miner, sector, error)
+/// What `c2q dlq list` and `show` say of one dead letter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeadLetter {
+    /// The first 12 hex digits of the message body's SHA-256: an address every dead letter
+    /// has, even one that never decoded and came without a `message_id`.
+    pub address: String,
+    /// The AMQP `message_id` (the job id), empty when the message had none.
+    pub job_id: String,
+    pub reason: String,
+    pub attempts: i64,
+    pub miner: Option<u64>,
+    pub sector: Option<u64>,
+    pub error: String,
+}
+
+impl DeadLetter {
+    /// Summarize a dead letter from its headers, and its body where the worker did not record
+    /// the miner and sector (RabbitMQ dead-letters poison messages itself, without them).
+    pub fn of(props: &BasicProperties, body: &[u8], limits: &schema::Limits) -> DeadLetter {
+        let job_id = props
+            .message_id()
+            .as_ref()
+            .map(|s| s.to_string())
+            .unwrap_or_default();
+        // The worker's own reason first; else why RabbitMQ dead-lettered it most recently (a
+        // retried job also died once before, by expiring from its delay queue).
+        let reason = headers::get_str(props, headers::REASON)
+            .or_else(|| headers::last_death_reason(props))
+            .or_else(|| headers::get_str(props, headers::FIRST_DEATH_REASON))
+            .unwrap_or_else(|| "unknown".into());
+        let attempts = headers::get_int(props, headers::ATTEMPTS).unwrap_or(0);
+        let decoded = || schema::job::decode_message(body, limits).ok();
+        let (miner, sector) = match (
+            headers::get_u64(props, headers::MINER),
+            headers::get_u64(props, headers::SECTOR),
+        ) {
+            (Some(m), Some(s)) => (Some(m), Some(s)),
+            _ => decoded().map_or((None, None), |j| (Some(j.miner_id), Some(j.sector_number))),
+        };
+        let error = headers::get_str(props, headers::ERROR)
+            .filter(|_| headers::get_str(props, headers::REASON).is_some())
+            .unwrap_or_else(|| broker_reason_text(&reason, props));
+        DeadLetter {
+            address: dead_letter_address(body),
+            job_id,
+            reason,
+            attempts,
+            miner,
+            sector,
+            error,
+        }
+    }
+
+    /// Whether `selector` names this dead letter: its job id or its address.
+    pub fn is(&self, selector: &str) -> bool {
+        !selector.is_empty() && (self.job_id == selector || self.address == selector)
+    }
+}
+
+/// The address `c2q dlq` gives a dead letter: the start of the SHA-256 of its body, the same
+/// on every listing and for every copy of the same message.
+pub fn dead_letter_address(body: &[u8]) -> String {
+    hex::encode(&Sha256::digest(body)[..6])
 }
 
 /// What a reason RabbitMQ gave means, for a message the worker did not dead-letter itself.

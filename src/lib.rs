@@ -12,6 +12,7 @@ pub mod job;
 pub mod porep;
 pub mod prove;
 pub mod select;
+pub mod verify;
 
 pub mod broker;
 pub mod cli_queue;

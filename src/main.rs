@@ -34,6 +34,10 @@ struct Cli {
 enum Command {
     /// Prove one C1 output locally (no broker, no database), verify it, and write the proof.
     Prove(ProveArgs),
+    /// Check a proof (raw bytes or the worker's result message) against the C1 output it was
+    /// made from, with filecoin-proofs' verifier; or a canary's proof against its seed. Prints
+    /// `valid` (exit 0) or `invalid` (exit 1, the reason on stderr).
+    Verify(c2q::verify::VerifyArgs),
     /// Groth16 parameter files.
     #[command(subcommand)]
     Params(ParamsCommand),
@@ -195,6 +199,7 @@ fn main() -> ExitCode {
     }
     match cli.command {
         Command::Prove(args) => prove(args),
+        Command::Verify(args) => verify(&args),
         Command::Params(ParamsCommand::Generate(args)) => match generate(args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(EXIT_FAILED, &e),
@@ -356,19 +361,27 @@ fn prove(args: ProveArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+fn verify(args: &c2q::verify::VerifyArgs) -> ExitCode {
+    use c2q::verify::{Verdict, VerifyError};
+    match c2q::verify::run(args) {
+        Ok(Verdict::Valid) => {
+            println!("valid");
+            ExitCode::SUCCESS
+        }
+        Ok(Verdict::Invalid(reason)) => {
+            println!("invalid");
+            eprintln!("c2q: invalid: {}", reason.replace('\n', " "));
+            ExitCode::from(EXIT_FAILED)
+        }
+        Err(VerifyError::BadInput(e)) => fail(EXIT_BAD_INPUT, &e),
+        Err(VerifyError::Params(e)) => fail(EXIT_PARAMS, &e),
+        Err(VerifyError::Failed(e)) => fail(EXIT_FAILED, &e),
+    }
+}
+
 fn read_job(args: &ProveArgs) -> Result<PorepJob> {
-    let meta = std::fs::metadata(&args.file)
-        .with_context(|| format!("cannot read {}", args.file.display()))?;
-    anyhow::ensure!(
-        meta.len() <= porep::MAX_C1_BYTES as u64,
-        "{} is {} bytes, more than a C1 output can be",
-        args.file.display(),
-        meta.len()
-    );
-    let bytes = std::fs::read(&args.file)
-        .with_context(|| format!("cannot read {}", args.file.display()))?;
-    PorepJob::from_c1_bytes(&bytes, args.miner, args.sector)
-        .with_context(|| format!("{}", args.file.display()))
+    let c1 = porep::read_c1_file(&args.file)?;
+    PorepJob::new(c1, args.miner, args.sector).with_context(|| format!("{}", args.file.display()))
 }
 
 fn with_suffix(path: &Path, suffix: &str) -> PathBuf {

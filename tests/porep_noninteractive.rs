@@ -1,7 +1,8 @@
 //! A non-interactive 2 KiB PoRep C1 has 13 partitions sharing the interactive 2 KiB
 //! parameters: a real multi-partition job. filecoin-proofs' `verify_seal` accepts only the
 //! aggregated form for this proof type, so each partition proof is checked against
-//! `get_seal_inputs` with bellperson's verifier and the `.vk` file from the parameter directory.
+//! `get_seal_inputs` with bellperson's verifier and the `.vk` file from the parameter directory,
+//! and by `c2q verify`, which checks it the same way.
 
 mod common;
 
@@ -65,4 +66,33 @@ fn proves_all_13_partitions_of_a_non_interactive_sector() {
     // Partition proofs are bound to their partition: swapping two must fail.
     let p0 = bp::Proof::<Bls12>::read(&proof[..192]).unwrap();
     assert!(!bp::verify_proof(&pvk, &p0, &inputs[1]).unwrap());
+
+    // `c2q verify` checks the same way, and names the partitions that fail.
+    let run_verify = |proof_file: &std::path::Path| {
+        c2q()
+            .env("FIL_PROOFS_PARAMETER_CACHE", TEST_PARAMS)
+            .arg("verify")
+            .arg(&c1)
+            .arg(proof_file)
+            .args(["--miner", "77", "--sector", "3"])
+            .output()
+            .unwrap()
+    };
+    let out = run_verify(&out_path);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "valid");
+    let mut swapped = proof.clone();
+    swapped[..192].copy_from_slice(&proof[192..384]);
+    swapped[192..384].copy_from_slice(&proof[..192]);
+    let swapped_path = dir.path().join("swapped.proof");
+    std::fs::write(&swapped_path, &swapped).unwrap();
+    let out = run_verify(&swapped_path);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("partition(s) 0, 1 do not verify"), "{err}");
 }

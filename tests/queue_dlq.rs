@@ -62,6 +62,10 @@ async fn a_job_returned_unacked_past_the_delivery_limit_is_dead_lettered_by_rabb
         .unwrap_or_else(|| panic!("{list}"));
     assert!(line.contains("delivery_limit"), "{list}");
     assert!(line.contains("returned unacked"), "{list}");
+    // RabbitMQ dead-lettered it without the worker's headers: miner and sector come from the
+    // job itself.
+    let columns: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(&columns[4..6], ["1000", "1"], "{list}");
     let (ok, show, err) = c2q_cli(&env, &["dlq", "show", "poison-1"]);
     assert!(ok, "{err}");
     let shown: serde_json::Value = serde_json::from_str(&show).unwrap();
@@ -141,8 +145,9 @@ async fn dlq_replay_all_resets_attempts_and_purge_reports_the_count() {
     for id in ids {
         let line = list.lines().find(|l| l.contains(id)).unwrap();
         assert!(line.contains("retries_exhausted"), "{list}");
-        let attempts: Vec<&str> = line.split_whitespace().collect();
-        assert_eq!(attempts[2], "1", "one retry before dead-lettering: {line}");
+        let columns: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(columns[1], id, "{line}");
+        assert_eq!(columns[3], "1", "one retry before dead-lettering: {line}");
     }
     assert!(list.contains("3 dead-lettered"), "{list}");
 

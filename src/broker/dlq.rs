@@ -7,7 +7,9 @@ use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicGetOptions, QueuePurgeOptions};
 
 use super::{headers, publish_confirmed, topology::JOB_KEY, Broker};
-use crate::cli_queue::{dlq_summary, DlqCommand};
+use crate::cli_queue::{DeadLetter, DlqCommand};
+use crate::schema::job::{decode_message, validate};
+use crate::schema::Limits;
 
 /// Headers that describe a past life of the message and must not follow it back to the queue.
 const DROP_ON_REPLAY: &[&str] = &[
@@ -29,7 +31,8 @@ const DROP_ON_REPLAY: &[&str] = &[
     "x-last-death-queue",
 ];
 
-pub async fn run(broker: &Broker, command: &DlqCommand) -> Result<()> {
+/// `limits`: the configuration's, for decoding the dead-lettered jobs as the worker would.
+pub async fn run(broker: &Broker, command: &DlqCommand, limits: &Limits) -> Result<()> {
     let dlq = broker.names.dlq();
     if let DlqCommand::Purge = command {
         let n = broker
@@ -54,40 +57,67 @@ pub async fn run(broker: &Broker, command: &DlqCommand) -> Result<()> {
     {
         held.push(m.delivery);
     }
-    let result = act(broker, &held, command).await;
+    let result = act(broker, &held, command, limits).await;
     let _ = ch.close(200, "browsed").await;
     result
 }
 
-async fn act(broker: &Broker, held: &[Delivery], command: &DlqCommand) -> Result<()> {
+async fn act(
+    broker: &Broker,
+    held: &[Delivery],
+    command: &DlqCommand,
+    limits: &Limits,
+) -> Result<()> {
+    let summary = |d: &Delivery| DeadLetter::of(&d.properties, &d.data, limits);
+    let or_dash = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
     match command {
         DlqCommand::List => {
             println!(
-                "{:<40} {:<22} {:>8} {:>12} {:>10}  error",
-                "job_id", "reason", "attempts", "miner", "sector"
+                "{:<12} {:<40} {:<22} {:>8} {:>20} {:>20}  error",
+                "address", "job_id", "reason", "attempts", "miner", "sector"
             );
             for d in held {
-                let (id, reason, attempts, miner, sector, error) = dlq_summary(&d.properties);
-                let error: String = error.chars().take(80).collect();
-                println!("{id:<40} {reason:<22} {attempts:>8} {miner:>12} {sector:>10}  {error}");
+                let s = summary(d);
+                let error: String = s.error.chars().take(80).collect();
+                let job_id = if s.job_id.is_empty() { "-" } else { &s.job_id };
+                println!(
+                    "{:<12} {job_id:<40} {:<22} {:>8} {:>20} {:>20}  {error}",
+                    s.address,
+                    s.reason,
+                    s.attempts,
+                    or_dash(s.miner),
+                    or_dash(s.sector)
+                );
             }
             println!("{} dead-lettered", held.len());
         }
-        DlqCommand::Show { job_id } => {
-            let d = find(held, job_id)?;
-            let (id, reason, attempts, miner, sector, error) = dlq_summary(&d.properties);
-            let job = crate::schema::job::decode(&d.data, &crate::schema::Limits::default());
-            let described = match &job {
-                Ok(j) => serde_json::json!({
-                    "kind": j.job.kind.as_str(),
-                    "registered_proof": j.job.registered_proof,
-                    "c1_bytes": j.c1.len(),
-                }),
+        DlqCommand::Show { job_id: selector } => {
+            let d = held
+                .iter()
+                .find(|d| summary(d).is(selector))
+                .with_context(|| format!("no dead-lettered job with id or address {selector:?}"))?;
+            let s = summary(d);
+            let described = match decode_message(&d.data, limits) {
+                Ok(job) => {
+                    let mut described = serde_json::json!({
+                        "job_id": job.job_id,
+                        "kind": job.kind.as_str(),
+                        "registered_proof": job.registered_proof,
+                        "miner_id": job.miner_id,
+                        "sector_number": job.sector_number,
+                    });
+                    match validate(job, limits) {
+                        Ok(valid) => described["c1_bytes"] = valid.c1.len().into(),
+                        Err(e) => described["invalid"] = e.to_string().into(),
+                    }
+                    described
+                }
                 Err(e) => serde_json::json!({ "undecodable": e.to_string() }),
             };
             let out = serde_json::json!({
-                "job_id": id, "reason": reason, "attempts": attempts, "miner": miner,
-                "sector": sector, "error": error, "message_bytes": d.data.len(),
+                "address": s.address, "job_id": s.job_id, "reason": s.reason,
+                "attempts": s.attempts, "miner": s.miner, "sector": s.sector, "error": s.error,
+                "message_bytes": d.data.len(),
                 "reply_to": d.properties.reply_to().as_ref().map(|s| s.to_string()),
                 "job": described,
             });
@@ -96,27 +126,24 @@ async fn act(broker: &Broker, held: &[Delivery], command: &DlqCommand) -> Result
         DlqCommand::Replay { job_id, all } => {
             let mut n = 0;
             for d in held {
-                let (id, ..) = dlq_summary(&d.properties);
-                if !*all && job_id.as_deref() != Some(id.as_str()) {
+                let chosen = *all || job_id.as_deref().is_some_and(|sel| summary(d).is(sel));
+                if !chosen {
                     continue;
                 }
                 replay(broker, d).await?;
                 n += 1;
             }
             if n == 0 && !*all {
-                bail!("no dead-lettered job {:?}", job_id.as_deref().unwrap_or(""));
+                bail!(
+                    "no dead-lettered job with id or address {:?}",
+                    job_id.as_deref().unwrap_or("")
+                );
             }
             println!("replayed {n} jobs");
         }
         DlqCommand::Purge => {}
     }
     Ok(())
-}
-
-fn find<'a>(held: &'a [Delivery], job_id: &str) -> Result<&'a Delivery> {
-    held.iter()
-        .find(|d| dlq_summary(&d.properties).0 == job_id)
-        .with_context(|| format!("no dead-lettered job {job_id:?}"))
 }
 
 /// Back to the job queue with attempts reset; the dead letter is acked only once the broker

@@ -43,6 +43,14 @@ pub fn get_int(props: &BasicProperties, key: &str) -> Option<i64> {
     }
 }
 
+/// A non-negative integer header as [`uint`] writes it (or as any integer type holds it).
+pub fn get_u64(props: &BasicProperties, key: &str) -> Option<u64> {
+    match get(props, key)? {
+        AMQPValue::LongString(s) => String::from_utf8_lossy(s.as_bytes()).parse().ok(),
+        _ => u64::try_from(get_int(props, key)?).ok(),
+    }
+}
+
 pub fn get_str(props: &BasicProperties, key: &str) -> Option<String> {
     match get(props, key)? {
         AMQPValue::LongString(s) => Some(String::from_utf8_lossy(s.as_bytes()).into_owned()),
@@ -117,6 +125,15 @@ pub fn int(v: i64) -> AMQPValue {
     AMQPValue::LongLongInt(v)
 }
 
+/// An unsigned 64-bit value: AMQP tables (as RabbitMQ reads them) have no unsigned 64-bit
+/// type, so values above `i64::MAX` travel as their decimal string ([`get_u64`] reads both).
+pub fn uint(v: u64) -> AMQPValue {
+    match i64::try_from(v) {
+        Ok(v) => int(v),
+        Err(_) => string(&v.to_string()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,5 +149,19 @@ mod tests {
         assert_eq!(get_int(&copy, DELIVERY_COUNT), None);
         assert_eq!(returns(&copy), 5);
         assert_eq!(returns(&BasicProperties::default()), 0);
+    }
+
+    #[test]
+    fn unsigned_headers_round_trip_beyond_i64() {
+        for v in [0, 1000, i64::MAX as u64, i64::MAX as u64 + 1, u64::MAX] {
+            let mut h = FieldTable::default();
+            h.insert(MINER.into(), uint(v));
+            let props = BasicProperties::default().with_headers(h);
+            assert_eq!(get_u64(&props, MINER), Some(v));
+        }
+        let mut h = FieldTable::default();
+        h.insert(MINER.into(), int(-1));
+        let props = BasicProperties::default().with_headers(h);
+        assert_eq!(get_u64(&props, MINER), None, "negative is not a miner id");
     }
 }

@@ -182,16 +182,29 @@ impl Ledger {
     /// Start (or restart) work on a job and take its lease, or find its proof, or find that
     /// another worker holds it.
     pub async fn claim(&self, id: &JobIdentity, holder: &Holder) -> Result<Claim> {
-        self.retrying(|| self.claim_once(id, holder))
+        // The columns are signed 64-bit: a value beyond them is refused at once, not retried
+        // through the patience meant for database outages.
+        let context = || format!("ledger: claiming job {}", id.job_id);
+        let miner = i64::try_from(id.miner_id)
+            .with_context(|| format!("miner id {} does not fit the ledger", id.miner_id))
+            .with_context(context)?;
+        let sector = i64::try_from(id.sector_number)
+            .with_context(|| format!("sector number {} does not fit the ledger", id.sector_number))
+            .with_context(context)?;
+        self.retrying(|| self.claim_once(id, miner, sector, holder))
             .await
-            .with_context(|| format!("ledger: claiming job {}", id.job_id))
+            .with_context(context)
     }
 
-    async fn claim_once(&self, id: &JobIdentity, holder: &Holder) -> Result<Claim> {
+    async fn claim_once(
+        &self,
+        id: &JobIdentity,
+        miner: i64,
+        sector: i64,
+        holder: &Holder,
+    ) -> Result<Claim> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
-        let miner = i64::try_from(id.miner_id).context("miner id out of range")?;
-        let sector = i64::try_from(id.sector_number).context("sector number out of range")?;
         let lease_s = holder.lease.as_secs_f64();
         // Lease times are the database's clock (`now()`), so workers' clocks need not agree.
         let inserted = tx

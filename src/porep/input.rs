@@ -6,6 +6,8 @@
 //! - lotus-bench's `Commit2In` JSON: `{"SectorNum": N, "Phase1Out": base64(C1 JSON),
 //!   "SectorSize": bytes}`.
 
+use std::path::Path;
+
 use anyhow::{bail, ensure, Context, Result};
 use base64::Engine;
 use filecoin_proofs_api::seal::SealCommitPhase1Output;
@@ -94,6 +96,21 @@ pub fn parse_c1(bytes: &[u8]) -> Result<C1Input> {
         sector_number: None,
         shape_only,
     })
+}
+
+/// Read and parse a C1 file (either accepted form), refusing one too large to be a C1 output
+/// before reading it.
+pub fn read_c1_file(path: &Path) -> Result<C1Input> {
+    let meta =
+        std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
+    ensure!(
+        meta.len() <= MAX_C1_BYTES as u64,
+        "{} is {} bytes, more than a C1 output can be",
+        path.display(),
+        meta.len()
+    );
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    parse_c1(&bytes).with_context(|| format!("{}", path.display()))
 }
 
 /// The shape-only marker of C1 JSON bytes; the other fields are skipped, not parsed.

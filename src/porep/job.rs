@@ -222,6 +222,7 @@ impl PorepJob {
         sector_number: u64,
         vanilla: VanillaCheck,
     ) -> Result<PorepJob> {
+        super::check_sector_identity(miner_id, sector_number)?;
         let proof = c1.registered_proof();
         ensure!(
             proof.major_version() == 1,

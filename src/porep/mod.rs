@@ -6,9 +6,33 @@ mod job;
 pub mod params;
 pub mod shape;
 pub mod testdata;
+pub mod verify;
 
-pub use input::{parse_c1, proof_from_name, proof_name, C1Input, MAX_C1_BYTES};
+pub use input::{parse_c1, proof_from_name, proof_name, read_c1_file, C1Input, MAX_C1_BYTES};
 pub use job::PorepJob;
+
+/// The largest miner actor id Filecoin can address: ID addresses and the prover id
+/// filecoin-ffi derives from them refuse ids of 2^63 and above (`toProverID`: "IDs must be less
+/// than 2^63"), and the ledger stores the id as a signed 64-bit integer.
+pub const MAX_MINER_ID: u64 = i64::MAX as u64;
+
+/// The largest sector number Filecoin allows (`abi.MaxSectorNumber`, 2^63 − 1); the ledger
+/// stores it as a signed 64-bit integer too.
+pub const MAX_SECTOR_NUMBER: u64 = i64::MAX as u64;
+
+/// Whether a miner id and sector number are ones a Filecoin sector can have; the error names
+/// the one that is not.
+pub fn check_sector_identity(miner_id: u64, sector_number: u64) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        miner_id <= MAX_MINER_ID,
+        "miner id {miner_id} is not a Filecoin actor id (ids are below 2^63)"
+    );
+    anyhow::ensure!(
+        sector_number <= MAX_SECTOR_NUMBER,
+        "sector number {sector_number} is not a Filecoin sector number (at most 2^63 - 1)"
+    );
+    Ok(())
+}
 
 /// The prover id Filecoin derives from a miner's actor id: the payload of its ID address (the
 /// id as an unsigned LEB128 varint), zero-padded to 32 bytes.

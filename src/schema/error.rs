@@ -17,8 +17,13 @@ pub enum ErrorKind {
     ProofTypeMismatch,
     /// The C1 output cannot be parsed or does not describe a provable sector.
     MalformedC1,
-    /// The message, the compressed or the decompressed payload is over its limit.
+    /// The message, the compressed or the decompressed payload, the sector size or a canary's
+    /// partitions are over this worker's limit.
     Oversize,
+    /// The job decodes but cannot mean anything: a miner id or sector number Filecoin cannot
+    /// have (2^63 and above), a canary of no partitions, or a `job_id` that contradicts the
+    /// message's AMQP `message_id`.
+    InvalidInput,
     /// The job id was seen before with a different payload.
     DuplicateMismatch,
     /// The proof did not verify, repeatedly.
@@ -40,6 +45,7 @@ impl ErrorKind {
             ErrorKind::ProofTypeMismatch => "proof_type_mismatch",
             ErrorKind::MalformedC1 => "malformed_c1",
             ErrorKind::Oversize => "oversize",
+            ErrorKind::InvalidInput => "invalid_input",
             ErrorKind::DuplicateMismatch => "duplicate_mismatch",
             ErrorKind::VerificationFailed => "verification_failed",
             ErrorKind::Unroutable => "unroutable",

@@ -82,8 +82,15 @@ pub fn peek_job_id(bytes: &[u8]) -> Option<String> {
     rmp_serde::from_slice::<Header>(bytes).ok()?.job_id
 }
 
-/// Decode and validate a job message.
+/// Decode and validate a job message: [`decode_message`], then [`validate`].
 pub fn decode(bytes: &[u8], limits: &Limits) -> Result<DecodedJob, JobError> {
+    validate(decode_message(bytes, limits)?, limits)
+}
+
+/// Decode a job message's structure: size, version, kind, the fields and the job id's form.
+/// What it returns has the fields a result and a dead letter echo, but is not yet known to be
+/// a job that can be proved: see [`validate`].
+pub fn decode_message(bytes: &[u8], limits: &Limits) -> Result<JobV1, JobError> {
     if bytes.len() as u64 > limits.max_message_bytes {
         return Err(JobError::new(
             ErrorKind::Oversize,
@@ -126,6 +133,35 @@ pub fn decode(bytes: &[u8], limits: &Limits) -> Result<DecodedJob, JobError> {
         )
     })?;
     validate_id(&job.job_id)?;
+    Ok(job)
+}
+
+/// The job id in the body is what the ledger, the result and the dead letter go by; the AMQP
+/// `message_id` is what the producer published under. A message where the two disagree was
+/// built wrong (or altered), and proving it under either id could answer or fail another job:
+/// it is refused, naming both.
+pub fn check_message_id(job: &JobV1, message_id: Option<&str>) -> Result<(), JobError> {
+    match message_id {
+        Some(id) if !id.is_empty() && id != job.job_id => Err(JobError::new(
+            ErrorKind::InvalidInput,
+            format!(
+                "job_id {:?} in the message body differs from the AMQP message_id {id:?}; \
+                 producers set both to the same id",
+                job.job_id
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Check that a decoded job can be proved, and decompress its payload: the miner id and sector
+/// number are ones Filecoin (and the ledger) can hold, a PoRep job carries a C1 within the
+/// limits, a canary asks for 1 to `limits.max_canary_partitions` partitions.
+pub fn validate(job: JobV1, limits: &Limits) -> Result<DecodedJob, JobError> {
+    // Caught here, before the ledger: it stores both as signed 64-bit integers and would
+    // otherwise fail the claim, which the worker cannot tell from a database outage.
+    crate::porep::check_sector_identity(job.miner_id, job.sector_number)
+        .map_err(|e| JobError::new(ErrorKind::InvalidInput, format!("{e:#}")))?;
     let c1 = match job.kind {
         JobKind::PorepC2 => {
             if job.canary.is_some() {
@@ -140,11 +176,17 @@ pub fn decode(bytes: &[u8], limits: &Limits) -> Result<DecodedJob, JobError> {
             let spec = job.canary.as_ref().ok_or_else(|| {
                 JobError::new(ErrorKind::Undecodable, "a canary job needs a `canary` spec")
             })?;
-            if spec.partitions == 0 || spec.partitions > limits.max_canary_partitions {
+            if spec.partitions == 0 {
+                return Err(JobError::new(
+                    ErrorKind::InvalidInput,
+                    "a canary job asks for 0 partitions; it proves 1 or more",
+                ));
+            }
+            if spec.partitions > limits.max_canary_partitions {
                 return Err(JobError::new(
                     ErrorKind::Oversize,
                     format!(
-                        "canary asks for {} partitions, allowed 1..={}",
+                        "canary asks for {} partitions, this worker allows 1..={}",
                         spec.partitions, limits.max_canary_partitions
                     ),
                 ));
@@ -322,6 +364,108 @@ mod tests {
         assert_eq!(
             kind_of(&encode(&canary("bad id!")).unwrap()),
             ErrorKind::Undecodable
+        );
+    }
+
+    /// Miner ids and sector numbers Filecoin cannot have are invalid input, found before the
+    /// ledger (whose signed 64-bit columns would refuse them as if the database were down).
+    #[test]
+    fn miner_and_sector_beyond_2_pow_63_are_invalid_input() {
+        let mut largest = canary("c-max");
+        largest.miner_id = i64::MAX as u64;
+        largest.sector_number = i64::MAX as u64;
+        decode(&encode(&largest).unwrap(), &Limits::default()).expect("2^63 - 1 is valid");
+        for (miner, sector, named) in [
+            (u64::MAX, 1, "miner id 18446744073709551615"),
+            (1 << 63, 1, "miner id 9223372036854775808"),
+            (1000, u64::MAX, "sector number 18446744073709551615"),
+        ] {
+            let mut j = canary("c-big");
+            j.miner_id = miner;
+            j.sector_number = sector;
+            let e = decode(&encode(&j).unwrap(), &Limits::default()).unwrap_err();
+            assert_eq!(e.kind, ErrorKind::InvalidInput, "{e}");
+            assert!(e.kind.is_permanent());
+            assert!(e.message.contains(named), "{e}");
+            // The fields still decode, for the failed result and the dead letter to echo.
+            let echoed = decode_message(&encode(&j).unwrap(), &Limits::default()).unwrap();
+            assert_eq!((echoed.miner_id, echoed.sector_number), (miner, sector));
+        }
+        let mut p = porep(b"{}");
+        p.miner_id = u64::MAX;
+        assert_eq!(kind_of(&encode(&p).unwrap()), ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn canary_partitions_are_1_to_the_limit_and_0_is_invalid_not_oversize() {
+        let with = |partitions| {
+            let mut c = canary("c-p");
+            c.canary = Some(CanarySpec {
+                partitions,
+                seed: 1,
+            });
+            decode(&encode(&c).unwrap(), &Limits::default())
+        };
+        let most = crate::canary::MAX_PARTITIONS as u32;
+        assert_eq!(Limits::default().max_canary_partitions, most);
+        assert!(with(1).is_ok());
+        assert!(with(most).is_ok(), "the default limit is the canary's own");
+        assert_eq!(with(most + 1).unwrap_err().kind, ErrorKind::Oversize);
+        let zero = with(0).unwrap_err();
+        assert_eq!(zero.kind, ErrorKind::InvalidInput, "{zero}");
+        assert!(zero.message.contains("0 partitions"), "{zero}");
+        // A lower configured limit is this worker's choice: over it is oversize.
+        let mut c = canary("c-p");
+        c.canary = Some(CanarySpec {
+            partitions: 9,
+            seed: 1,
+        });
+        let eight = Limits {
+            max_canary_partitions: 8,
+            ..Limits::default()
+        };
+        let e = decode(&encode(&c).unwrap(), &eight).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Oversize, "{e}");
+    }
+
+    /// The published contract (`schemas/job.v1.schema.json`) states the limits the worker
+    /// enforces: canary partitions, miner ids and sector numbers.
+    #[test]
+    fn the_job_schema_states_the_limits_the_worker_enforces() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/schemas/job.v1.schema.json");
+        let schema: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let props = &schema["properties"];
+        let partitions = &props["canary"]["properties"]["partitions"];
+        assert_eq!(partitions["minimum"], 1);
+        assert_eq!(
+            partitions["maximum"],
+            crate::canary::MAX_PARTITIONS as u64,
+            "schema and canary disagree"
+        );
+        assert_eq!(
+            partitions["maximum"],
+            u64::from(Limits::default().max_canary_partitions),
+            "schema and the default limit disagree"
+        );
+        assert_eq!(props["miner_id"]["maximum"], crate::porep::MAX_MINER_ID);
+        assert_eq!(
+            props["sector_number"]["maximum"],
+            crate::porep::MAX_SECTOR_NUMBER
+        );
+    }
+
+    #[test]
+    fn job_id_must_match_the_message_id_when_both_exist() {
+        let j = canary("c-7");
+        assert!(check_message_id(&j, Some("c-7")).is_ok());
+        assert!(check_message_id(&j, None).is_ok());
+        assert!(check_message_id(&j, Some("")).is_ok());
+        let e = check_message_id(&j, Some("c-8")).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidInput);
+        assert!(
+            e.message.contains("\"c-7\"") && e.message.contains("\"c-8\""),
+            "{e}"
         );
     }
 

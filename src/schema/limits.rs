@@ -17,7 +17,8 @@ pub struct Limits {
     pub max_c1_bytes: u64,
     /// Largest sector this worker proves; the memory gate must be able to admit such a job.
     pub max_sector_size: u64,
-    /// Most partitions a canary job may ask for.
+    /// Most partitions a canary job may ask for: at most [`crate::canary::MAX_PARTITIONS`],
+    /// which is also the schema's maximum (and the default).
     pub max_canary_partitions: u32,
 }
 
@@ -27,12 +28,25 @@ impl Default for Limits {
             max_message_bytes: 64 * MIB,
             max_c1_bytes: 192 * MIB,
             max_sector_size: 64 * 1024 * MIB,
-            max_canary_partitions: 32,
+            max_canary_partitions: crate::canary::MAX_PARTITIONS as u32,
         }
     }
 }
 
 impl Limits {
+    /// Refuse limits the worker could not honour: a canary limit the canary itself does not
+    /// allow would accept jobs that then fail at set-up.
+    pub fn check(&self) -> anyhow::Result<()> {
+        let most = crate::canary::MAX_PARTITIONS as u32;
+        anyhow::ensure!(
+            (1..=most).contains(&self.max_canary_partitions),
+            "limits.max_canary_partitions must be 1 to {most} (a canary job proves at most \
+             {most} partitions), not {}",
+            self.max_canary_partitions
+        );
+        Ok(())
+    }
+
     /// Decompress a zstd payload, never producing more than `max_c1_bytes`: the frame's declared
     /// size is checked first, and the stream is cut one byte past the limit for frames that do
     /// not declare it, so a bomb costs at most the limit in memory.
@@ -122,6 +136,19 @@ mod tests {
         );
         let err = small().decompress_c1(&z).unwrap_err();
         assert_eq!(err.kind, ErrorKind::Oversize);
+    }
+
+    #[test]
+    fn canary_limit_must_be_one_the_canary_allows() {
+        assert!(Limits::default().check().is_ok());
+        for bad in [0, crate::canary::MAX_PARTITIONS as u32 + 1] {
+            let limits = Limits {
+                max_canary_partitions: bad,
+                ..Limits::default()
+            };
+            let err = limits.check().unwrap_err().to_string();
+            assert!(err.contains("max_canary_partitions"), "{err}");
+        }
     }
 
     #[test]

@@ -115,12 +115,25 @@ impl Worker {
         if self.backend_health.is_broken() {
             return Outcome::HandBack { job_id: message_id };
         }
-        let decoded = match schema::job::decode(&delivery.data, &self.cfg.limits) {
-            Ok(d) => d,
+        let decoded = match schema::job::decode_message(&delivery.data, &self.cfg.limits) {
+            Ok(job) => job,
             Err(e) => {
                 let job_id = schema::job::peek_job_id(&delivery.data).unwrap_or(message_id);
                 tracing::warn!(job_id, error = %e, "rejected job message");
                 return Outcome::Failed(e, Echo::unknown(job_id), retries);
+            }
+        };
+        // From here on the result and the dead letter echo the job's own fields. The ledger
+        // is not told of a job refused before its claim: its id may be another job's.
+        let echo = Echo::of(&decoded);
+        let message_id = (!message_id.is_empty()).then_some(message_id.as_str());
+        let validated = schema::job::check_message_id(&decoded, message_id)
+            .and_then(|()| schema::job::validate(decoded, &self.cfg.limits));
+        let decoded = match validated {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!(job_id = %echo.job_id, error = %e, "rejected job message");
+                return Outcome::Failed(e, echo, retries);
             }
         };
         let job = &decoded.job;
@@ -135,7 +148,6 @@ impl Worker {
                 holder: format!("{} (this worker)", self.name),
             };
         };
-        let echo = Echo::of(job);
         let identity = JobIdentity {
             job_id: job.job_id.clone(),
             kind: job.kind.as_str().to_string(),

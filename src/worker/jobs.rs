@@ -24,8 +24,10 @@ pub fn build(decoded: &DecodedJob, limits: &Limits, in_flight: u64) -> Result<Bu
                 .canary
                 .as_ref()
                 .ok_or_else(|| JobError::new(ErrorKind::Undecodable, "canary spec missing"))?;
+            // `schema::job::validate` has checked the count against the limits, which never
+            // exceed the canary's own; this is the canary's word on the same thing.
             let canary = CanaryJob::new(spec.partitions as usize, spec.seed)
-                .map_err(|e| JobError::new(ErrorKind::Oversize, format!("{e:#}")))?;
+                .map_err(|e| JobError::new(ErrorKind::InvalidInput, format!("{e:#}")))?;
             Ok(Built {
                 estimate: estimate::canary(u64::from(spec.partitions), in_flight),
                 job: Arc::new(canary),

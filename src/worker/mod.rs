@@ -78,6 +78,7 @@ pub(crate) struct Worker {
 
 pub async fn run_async(cfg: Config) -> Result<()> {
     cfg.lease.check()?;
+    cfg.limits.check()?;
     let exit_when_unhealthy = cfg.pipeline.exit_when_unhealthy()?;
     let name = cfg.worker_name();
     let metrics = Arc::new(Metrics::new()?);

@@ -28,6 +28,8 @@ pub(super) struct Echo {
     pub registered_proof: String,
     pub miner_id: u64,
     pub sector_number: u64,
+    /// Whether the fields above came from a decoded job (else they are placeholders).
+    decoded: bool,
 }
 
 impl Echo {
@@ -38,6 +40,7 @@ impl Echo {
             registered_proof: job.registered_proof.clone(),
             miner_id: job.miner_id,
             sector_number: job.sector_number,
+            decoded: true,
         }
     }
 
@@ -49,7 +52,13 @@ impl Echo {
             registered_proof: String::new(),
             miner_id: 0,
             sector_number: 0,
+            decoded: false,
         }
+    }
+
+    /// Miner and sector, where the job decoded far enough to have them.
+    fn sector_identity(&self) -> Option<(u64, u64)> {
+        self.decoded.then_some((self.miner_id, self.sector_number))
     }
 
     fn failed(self, worker: &str, error: &JobError, attempts: u32) -> ResultV1 {
@@ -97,8 +106,16 @@ pub(super) async fn settle(worker: &Worker, delivery: &Delivery, outcome: Outcom
                         .ledger
                         .record_failure(&result.job_id, err.kind.as_str(), &err.message)
                         .await;
-                    return dead_letter(worker, delivery, &err, result.attempts, &result.job_id)
-                        .await;
+                    let identity = Some((result.miner_id, result.sector_number));
+                    return dead_letter(
+                        worker,
+                        delivery,
+                        &err,
+                        result.attempts,
+                        &result.job_id,
+                        identity,
+                    )
+                    .await;
                 }
                 Err(PublishErrorOr::Other(e)) => return Err(e),
             }
@@ -144,6 +161,9 @@ pub(super) async fn settle(worker: &Worker, delivery: &Delivery, outcome: Outcom
                 ),
             );
             let retries = headers::attempts(&delivery.properties);
+            let identity = schema::job::decode_message(&delivery.data, &worker.cfg.limits)
+                .ok()
+                .map(|job| (job.miner_id, job.sector_number));
             dead_letter_as(
                 worker,
                 delivery,
@@ -151,6 +171,7 @@ pub(super) async fn settle(worker: &Worker, delivery: &Delivery, outcome: Outcom
                 &error,
                 retries,
                 &job_id,
+                identity,
             )
             .await
         }
@@ -218,13 +239,14 @@ async fn fail_and_dead_letter(
     retries: u32,
 ) -> Result<()> {
     let job_id = echo.job_id.clone();
+    let identity = echo.sector_identity();
     let result = echo.failed(&worker.name, &error, retries);
     match publish_result(worker, delivery, &result).await {
         Ok(()) | Err(PublishErrorOr::Unroutable(_)) => {}
         Err(PublishErrorOr::Other(e)) => return Err(e),
     }
     worker.metrics.jobs.with_label_values(&["failed"]).inc();
-    dead_letter(worker, delivery, &error, retries, &job_id).await
+    dead_letter(worker, delivery, &error, retries, &job_id, identity).await
 }
 
 enum PublishErrorOr {
@@ -264,13 +286,15 @@ async fn publish_result(
     }
 }
 
-/// Copy the job to the dead-letter exchange with the reason in its headers.
+/// Copy the job to the dead-letter exchange with the reason in its headers. `identity`: the
+/// job's miner and sector, where it decoded far enough to have them.
 async fn dead_letter(
     worker: &Worker,
     delivery: &Delivery,
     error: &JobError,
     retries: u32,
     job_id: &str,
+    identity: Option<(u64, u64)>,
 ) -> Result<()> {
     dead_letter_as(
         worker,
@@ -279,6 +303,7 @@ async fn dead_letter(
         error,
         retries,
         job_id,
+        identity,
     )
     .await
 }
@@ -291,26 +316,23 @@ async fn dead_letter_as(
     error: &JobError,
     retries: u32,
     job_id: &str,
+    identity: Option<(u64, u64)>,
 ) -> Result<()> {
     let broker = worker.broker().await?;
     let props = delivery.properties.clone();
-    let (miner, sector) = match schema::job::decode(&delivery.data, &worker.cfg.limits) {
-        Ok(d) => (d.job.miner_id as i64, d.job.sector_number as i64),
-        Err(_) => (-1, -1),
-    };
-    let hdrs = headers::with(
-        props.headers().as_ref(),
-        vec![
-            (headers::REASON, headers::string(reason)),
-            (headers::ERROR, headers::string(&error.message)),
-            (headers::WORKER, headers::string(&worker.name)),
-            (headers::ATTEMPTS, headers::int(i64::from(retries))),
-            (headers::MINER, headers::int(miner)),
-            (headers::SECTOR, headers::int(sector)),
-            (headers::DEAD_AT, headers::int(now_ms())),
-        ],
-        &[],
-    );
+    let mut set = vec![
+        (headers::REASON, headers::string(reason)),
+        (headers::ERROR, headers::string(&error.message)),
+        (headers::WORKER, headers::string(&worker.name)),
+        (headers::ATTEMPTS, headers::int(i64::from(retries))),
+        (headers::DEAD_AT, headers::int(now_ms())),
+    ];
+    // Absent, not a made-up number, for a message that never decoded into a job.
+    if let Some((miner, sector)) = identity {
+        set.push((headers::MINER, headers::uint(miner)));
+        set.push((headers::SECTOR, headers::uint(sector)));
+    }
+    let hdrs = headers::with(props.headers().as_ref(), set, &[]);
     let mut props = props.with_headers(hdrs);
     if props.message_id().is_none() && !job_id.is_empty() {
         props = props.with_message_id(job_id.into());

@@ -45,7 +45,6 @@ impl Env {
         config.ledger.schema = prefix.clone();
         config.ledger.pool_size = 4;
         config.limits.max_sector_size = 2048;
-        config.limits.max_canary_partitions = 64;
         config.gate.budget_bytes = Some(2 << 30);
         config.retry.base_delay_ms = 200;
         config.retry.max_delay_ms = 1_000;
@@ -147,16 +146,23 @@ pub fn canary_job(id: &str, partitions: u32, seed: u64) -> JobV1 {
 
 /// Publish raw bytes as a job (confirmed), with `message_id`.
 pub async fn publish_raw(b: &Broker, message_id: &str, payload: &[u8]) {
-    let props = BasicProperties::default()
+    publish_raw_as(b, Some(message_id), payload).await;
+}
+
+/// Publish raw bytes as a job (confirmed), with `message_id` if given.
+pub async fn publish_raw_as(b: &Broker, message_id: Option<&str>, payload: &[u8]) {
+    let mut props = BasicProperties::default()
         .with_content_type(schema::CONTENT_TYPE.into())
         .with_delivery_mode(2)
-        .with_message_id(ShortString::from(message_id.to_string()))
         .with_timestamp(
             SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .unwrap()
                 .as_secs(),
         );
+    if let Some(id) = message_id {
+        props = props.with_message_id(ShortString::from(id.to_string()));
+    }
     publish_confirmed(
         &b.publish,
         &b.names.jobs_exchange(),
