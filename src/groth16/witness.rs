@@ -15,6 +15,8 @@ use blstrs::Scalar as Fr;
 use ff::Field;
 use rayon::prelude::*;
 
+use super::sha256_witness::Allocator;
+
 /// A constraint system that keeps only the values of the variables allocated.
 ///
 /// With `skip_before` set, values allocated before the first top-level namespace whose name
@@ -51,6 +53,17 @@ impl WitnessBuilder {
     /// Whether the namespace `skip_before` names was entered (always, when there is none).
     pub fn reached(&self) -> bool {
         self.skip_before.is_none()
+    }
+}
+
+/// Bits computed without the gadget that would allocate them (`sha256_witness`) are appended
+/// as that gadget's variables would be.
+impl Allocator for WitnessBuilder {
+    #[inline]
+    fn alloc_bit(&mut self, value: bool) {
+        if self.skip_before.is_none() {
+            self.aux.push(if value { Fr::ONE } else { Fr::ZERO });
+        }
     }
 }
 
