@@ -6,6 +6,7 @@ mod job;
 pub mod params;
 pub mod shape;
 pub mod testdata;
+mod witness;
 
 pub use input::{parse_c1, proof_from_name, proof_name, C1Input, MAX_C1_BYTES};
 pub use job::PorepJob;
