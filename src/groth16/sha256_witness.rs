@@ -456,7 +456,7 @@ mod tests {
             for kinds in kinds {
                 let mut gadget = WitnessBuilder::new();
                 let (booleans, bits) = random_input(&mut rng, &mut gadget, len, kinds);
-                let inputs = gadget.aux.len();
+                let inputs = gadget.aux().len();
                 let digest =
                     bellperson::gadgets::sha256::sha256(gadget.namespace(|| "hash"), &booleans)
                         .unwrap();
@@ -465,7 +465,7 @@ mod tests {
                 let out = sha256(&mut ours, &bits).unwrap();
                 assert_eq!(
                     as_field(&ours),
-                    gadget.aux[inputs..],
+                    gadget.aux().to_vec()[inputs..],
                     "case {case}, kinds {kinds:?}"
                 );
                 assert_eq!(out, Bit::from_booleans(&digest).unwrap());

@@ -179,7 +179,7 @@ impl<Tree: 'static + MerkleTreeTrait> TreePartitions<Tree> {
             "the circuit has no `{CHALLENGE_NAMESPACE}…` namespace: this storage-proofs version \
              synthesizes differently"
         );
-        Ok((CompactValues::new(&cs.input), CompactValues::new(&cs.aux)))
+        Ok(cs.into_compact())
     }
 
     /// Partition `k`'s circuit over `proofs` (all of its challenges, or some of them).
@@ -581,20 +581,11 @@ mod tests {
         job.verify(&[ours]).unwrap();
     }
 
-    /// The values of a piece, for locating a difference.
-    fn values(piece: &CompactValues) -> Vec<Fr> {
-        let one = CompactWitness {
-            input: Vec::new(),
-            aux: vec![piece.clone()],
-        };
-        one.expand().1
-    }
-
     fn assert_same(ours: &CompactValues, reference: &CompactValues, what: &str) {
         if ours == reference {
             return;
         }
-        let (ours, reference) = (values(ours), values(reference));
+        let (ours, reference) = (ours.to_vec(), reference.to_vec());
         let at = ours.iter().zip(&reference).position(|(a, b)| a != b);
         panic!(
             "{what}: {} values, {} in the reference; first difference at {at:?}",
@@ -708,5 +699,49 @@ mod tests {
         let ours = job.partitions.witness(0).unwrap_err();
         assert!(format!("{ours:#}").contains("challenge 1"), "{ours:#}");
         assert!(job.partitions.reference_witness(0).is_err());
+    }
+
+    /// CPU seconds this process has spent, user and system.
+    fn cpu_seconds() -> (f64, f64) {
+        // SAFETY: getrusage fills the struct it is given.
+        let usage = unsafe {
+            let mut usage: libc::rusage = std::mem::zeroed();
+            libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+            usage
+        };
+        let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        (s(usage.ru_utime), s(usage.ru_stime))
+    }
+
+    /// Wall and CPU time of one 32 GiB partition's witness, native and through the gadgets
+    /// (`C2Q_WITNESS=native` or `gadgets` for one of them). Not run by default:
+    /// `RAYON_NUM_THREADS=2 cargo test --release --lib -- --ignored --nocapture
+    /// witness_of_a_32gib_partition_timed`.
+    #[test]
+    #[ignore]
+    fn witness_of_a_32gib_partition_timed() {
+        let job = shape_only_job(RegisteredSealProof::StackedDrg32GiBV1_1, 1000, 3);
+        let only = std::env::var("C2Q_WITNESS").unwrap_or_default();
+        for how in [Synthesis::Native, Synthesis::Gadgets] {
+            if !only.is_empty() && !format!("{how:?}").eq_ignore_ascii_case(&only) {
+                continue;
+            }
+            let (started, (user, sys)) = (std::time::Instant::now(), cpu_seconds());
+            let witness = match how {
+                Synthesis::Native => job.partitions.witness(0),
+                Synthesis::Gadgets => job.partitions.reference_witness(0),
+            }
+            .unwrap();
+            let wall = started.elapsed().as_secs_f64();
+            let (user2, sys2) = cpu_seconds();
+            eprintln!(
+                "{how:?}: {} threads, wall {wall:.2} s, user {:.2} s, system {:.2} s, {} aux \
+                 variables",
+                rayon::current_num_threads(),
+                user2 - user,
+                sys2 - sys,
+                witness.aux_len()
+            );
+        }
     }
 }
