@@ -41,15 +41,6 @@ impl Bit {
     }
 
     #[inline]
-    pub fn not(self) -> Bit {
-        match self {
-            Bit::Constant(c) => Bit::Constant(!c),
-            Bit::Is(v) => Bit::Not(v),
-            Bit::Not(v) => Bit::Is(v),
-        }
-    }
-
-    #[inline]
     fn is_constant(self) -> bool {
         matches!(self, Bit::Constant(_))
     }
@@ -69,6 +60,20 @@ impl Bit {
     }
 }
 
+/// bellpepper's `Boolean::not`: no variable, the kind flips.
+impl std::ops::Not for Bit {
+    type Output = Bit;
+
+    #[inline]
+    fn not(self) -> Bit {
+        match self {
+            Bit::Constant(c) => Bit::Constant(!c),
+            Bit::Is(v) => Bit::Not(v),
+            Bit::Not(v) => Bit::Is(v),
+        }
+    }
+}
+
 /// Where the variables allocated go, in order: each is a bit (0 or 1).
 pub trait Allocator {
     fn alloc_bit(&mut self, value: bool);
@@ -85,7 +90,7 @@ impl Allocator for Vec<bool> {
 fn xor(cs: &mut impl Allocator, a: Bit, b: Bit) -> Bit {
     match (a, b) {
         (Bit::Constant(false), x) | (x, Bit::Constant(false)) => x,
-        (Bit::Constant(true), x) | (x, Bit::Constant(true)) => x.not(),
+        (Bit::Constant(true), x) | (x, Bit::Constant(true)) => !x,
         // The gadget xors the two variables and negates the result.
         (Bit::Is(x), Bit::Not(y)) | (Bit::Not(y), Bit::Is(x)) => {
             cs.alloc_bit(x ^ y);
@@ -120,10 +125,10 @@ fn ch(cs: &mut impl Allocator, a: Bit, b: Bit, c: Bit) -> Bit {
     match (a, b, c) {
         (Bit::Constant(_), Bit::Constant(_), Bit::Constant(_)) => Bit::Constant(v),
         (Bit::Constant(false), _, c) => c,
-        (a, Bit::Constant(false), c) => and(cs, a.not(), c),
+        (a, Bit::Constant(false), c) => and(cs, !a, c),
         (a, b, Bit::Constant(false)) => and(cs, a, b),
-        (a, b, Bit::Constant(true)) => and(cs, a, b.not()).not(),
-        (a, Bit::Constant(true), c) => and(cs, a.not(), c.not()).not(),
+        (a, b, Bit::Constant(true)) => !and(cs, a, !b),
+        (a, Bit::Constant(true), c) => !and(cs, !a, !c),
         // `a` a true constant, or no constant: one variable.
         _ => {
             cs.alloc_bit(v);
@@ -141,9 +146,9 @@ fn maj(cs: &mut impl Allocator, a: Bit, b: Bit, c: Bit) -> Bit {
         (Bit::Constant(false), b, c) => and(cs, b, c),
         (a, Bit::Constant(false), c) => and(cs, a, c),
         (a, b, Bit::Constant(false)) => and(cs, a, b),
-        (a, b, Bit::Constant(true)) => and(cs, a.not(), b.not()).not(),
-        (a, Bit::Constant(true), c) => and(cs, a.not(), c.not()).not(),
-        (Bit::Constant(true), b, c) => and(cs, b.not(), c.not()).not(),
+        (a, b, Bit::Constant(true)) => !and(cs, !a, !b),
+        (a, Bit::Constant(true), c) => !and(cs, !a, !c),
+        (Bit::Constant(true), b, c) => !and(cs, !b, !c),
         // No constant: the result, then `b and c` for its constraint.
         (_, b, c) => {
             cs.alloc_bit(v);
@@ -254,8 +259,8 @@ impl Word {
         for i in 0..allocated {
             let v = sum >> i & 1 == 1;
             cs.alloc_bit(v);
-            if i < 32 {
-                bits[i] = Bit::Is(v);
+            if let Some(bit) = bits.get_mut(i) {
+                *bit = Bit::Is(v);
             }
         }
         Word {
