@@ -46,8 +46,13 @@ pub(super) struct Commitments<Tree: MerkleTreeTrait> {
 
 /// The stacked circuit of the one challenge `proof` (the circuit storage-proofs'
 /// `StackedCompound::circuit` makes of `vec![proof]`), synthesized into `cs`: the preamble
-/// (replica id, commitments) then the challenge under `challenge_0`. A circuit of this
-/// storage-proofs version has `num_layers` layers (its public parameters' `num_layers`).
+/// (replica id, commitments) then the challenge under `challenge_0`.
+///
+/// `num_layers` is the public parameters' count, the one the recorded constraints have; the
+/// circuit takes it from the length of the first DRG parent's column (storage-proofs keeps
+/// that length private). They differ only for a malformed C1: an error here (a column too
+/// short) or a witness the recorded constraints reject (columns too long), where the circuit
+/// would assert or synthesize a circuit of another shape.
 pub(super) fn synthesize_challenge<Tree: 'static + MerkleTreeTrait>(
     cs: &mut WitnessBuilder,
     commitments: &Commitments<Tree>,
@@ -217,7 +222,8 @@ fn challenge<Tree: 'static + MerkleTreeTrait, CS: ConstraintSystem<Fr, Root = Wi
             }
         }
         let expanded = expand_parents(&parents, layer)?;
-        let label = create_label(cs.get_root(), replica_id, &expanded, layer as u32, &node)?;
+        let layer_index = u32::try_from(layer).context("layer index")?;
+        let label = create_label(cs.get_root(), replica_id, &expanded, layer_index, &node)?;
         labels.push(label);
     }
     let key = labels
