@@ -157,9 +157,11 @@ impl ProofJob for CanaryJob {
         let mut cs = WitnessBuilder::new();
         cs.alloc_input(|| "one", || Ok(Fr::ONE))?;
         CanaryCircuit { x: Some(x) }.synthesize(&mut cs)?;
-        let mut witness = CompactWitness::default();
-        witness.push(&cs.input, &cs.aux);
-        Ok(witness)
+        let (input, aux) = cs.into_compact();
+        Ok(CompactWitness {
+            input: vec![input],
+            aux: vec![aux],
+        })
     }
 
     fn verify(&self, proofs: &[Proof]) -> Result<()> {

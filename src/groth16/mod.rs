@@ -14,6 +14,7 @@ pub mod ntt;
 pub mod prover;
 pub mod r1cs;
 pub mod setup;
+pub mod sha256_witness;
 pub mod srs;
 pub mod witness;
 

@@ -801,9 +801,10 @@ mod tests {
         let mut cs = WitnessBuilder::new();
         cs.alloc_input(|| "one", || Ok(Fr::ONE)).unwrap();
         circuit().synthesize(&mut cs).unwrap();
-        let evals = r1cs.evaluate(&cs.input, &cs.aux).unwrap();
+        let aux = cs.aux().to_vec();
+        let evals = r1cs.evaluate(&cs.input, &aux).unwrap();
         assert_eq!(evals, full.evals);
-        assert_eq!(r1cs.witness(cs.input, cs.aux).unwrap(), full.witness);
+        assert_eq!(r1cs.witness(cs.input, aux).unwrap(), full.witness);
         // Zero coefficients are not recorded, repeated terms are merged.
         assert!(r1cs.a.nonzeros() < 3 * r1cs.constraints());
     }
@@ -829,11 +830,12 @@ mod tests {
             // Only the last piece of each run is new: skip the ones before it too.
             piece.synthesize(&mut cs).unwrap();
             assert!(cs.reached());
+            let aux = cs.aux().to_vec();
             let (input, aux) = if p == 0 {
-                (cs.input, cs.aux)
+                (cs.input, aux)
             } else {
-                let per = (cs.input.len() / (p + 1), cs.aux.len() / (p + 1));
-                (cs.input[p * per.0..].to_vec(), cs.aux[p * per.1..].to_vec())
+                let per = (cs.input.len() / (p + 1), aux.len() / (p + 1));
+                (cs.input[p * per.0..].to_vec(), aux[p * per.1..].to_vec())
             };
             whole.push(&input, &aux);
         }

@@ -1,9 +1,9 @@
 //! Witness-only synthesis, and the compact form a witness travels and waits in.
 //!
 //! With the constraints recorded once (`r1cs`), a proof needs only the values of its
-//! variables: [`WitnessBuilder`] runs a circuit and keeps the values it allocates, and drops
-//! every constraint unbuilt (the closures that would build the linear combinations are never
-//! called).
+//! variables: [`WitnessBuilder`] runs a circuit and keeps the values it allocates, compact as
+//! they come, and drops every constraint unbuilt (the closures that would build the linear
+//! combinations are never called).
 //!
 //! A real PoRep witness is about 51 % zeros, 47 % ones and 2 % other values (SHA-256 and
 //! Merkle-path bits dominate), so [`CompactValues`] keeps two bitmaps (one, other) and the few
@@ -15,7 +15,10 @@ use blstrs::Scalar as Fr;
 use ff::Field;
 use rayon::prelude::*;
 
-/// A constraint system that keeps only the values of the variables allocated.
+use super::sha256_witness::Allocator;
+
+/// A constraint system that keeps only the values of the variables allocated: the inputs (a
+/// few) in full, the aux variables (millions, mostly bits) compact.
 ///
 /// With `skip_before` set, values allocated before the first top-level namespace whose name
 /// starts with that prefix are dropped: a circuit that repeats one preamble in front of each
@@ -23,7 +26,7 @@ use rayon::prelude::*;
 /// concatenated in order.
 pub struct WitnessBuilder {
     pub input: Vec<Fr>,
-    pub aux: Vec<Fr>,
+    aux: CompactValues,
     skip_before: Option<&'static str>,
     /// Namespace depth: top-level names are the only ones looked at (a name is a closure that
     /// formats a string; calling it for every gadget would cost more than the values).
@@ -34,7 +37,7 @@ impl WitnessBuilder {
     pub fn new() -> Self {
         WitnessBuilder {
             input: Vec::new(),
-            aux: Vec::new(),
+            aux: CompactValues::default(),
             skip_before: None,
             depth: 0,
         }
@@ -51,6 +54,27 @@ impl WitnessBuilder {
     /// Whether the namespace `skip_before` names was entered (always, when there is none).
     pub fn reached(&self) -> bool {
         self.skip_before.is_none()
+    }
+
+    /// The aux values kept.
+    pub fn aux(&self) -> &CompactValues {
+        &self.aux
+    }
+
+    /// The inputs and aux values kept, compact.
+    pub fn into_compact(self) -> (CompactValues, CompactValues) {
+        (CompactValues::new(&self.input), self.aux)
+    }
+}
+
+/// Bits computed without the gadget that would allocate them (`sha256_witness`) are appended
+/// as that gadget's variables would be.
+impl Allocator for WitnessBuilder {
+    #[inline]
+    fn alloc_bit(&mut self, value: bool) {
+        if self.skip_before.is_none() {
+            self.aux.push_bit(value);
+        }
     }
 }
 
@@ -163,6 +187,35 @@ impl CompactValues {
             others,
             values: kept,
         }
+    }
+
+    /// Append a value that is zero or one.
+    #[inline]
+    pub fn push_bit(&mut self, one: bool) {
+        let (word, bit) = (self.len / 64, self.len % 64);
+        if bit == 0 {
+            self.ones.push(0);
+            self.others.push(0);
+        }
+        self.ones[word] |= u64::from(one) << bit;
+        self.len += 1;
+    }
+
+    /// Append a value.
+    pub fn push(&mut self, value: Fr) {
+        if value == Fr::ONE || value == Fr::ZERO {
+            self.push_bit(value == Fr::ONE);
+        } else {
+            let (word, bit) = (self.len / 64, self.len % 64);
+            self.push_bit(false);
+            self.others[word] |= 1 << bit;
+            self.values.push(value);
+        }
+    }
+
+    /// The values in full.
+    pub fn to_vec(&self) -> Vec<Fr> {
+        expand(std::slice::from_ref(self))
     }
 
     pub fn len(&self) -> usize {
@@ -408,6 +461,28 @@ mod tests {
                 _ => Fr::random(&mut *rng),
             })
             .collect()
+    }
+
+    /// Values appended one by one make what the values make at once.
+    #[test]
+    fn pushed_values_are_the_values_compacted() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(6);
+        for n in [0, 1, 63, 64, 65, 1000] {
+            let values = random_values(&mut rng, n);
+            let mut pushed = CompactValues::default();
+            for v in &values {
+                if *v == Fr::ONE || *v == Fr::ZERO {
+                    pushed.push_bit(*v == Fr::ONE);
+                } else {
+                    pushed.push(*v);
+                }
+            }
+            let mut general = CompactValues::default();
+            values.iter().for_each(|v| general.push(*v));
+            assert_eq!(pushed, CompactValues::new(&values));
+            assert_eq!(general, pushed);
+            assert_eq!(pushed.to_vec(), values);
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{anyhow, bail, ensure, Context, Result};
-use bellperson::{Circuit, ConstraintSystem};
+use bellperson::ConstraintSystem;
 use blstrs::Scalar as Fr;
 use ff::Field;
 use filecoin_hashers::{Domain, Hasher};
@@ -24,9 +24,7 @@ use storage_proofs_porep::stacked::{self, StackedCompound, StackedDrg};
 
 use super::input::{proof_name, C1Input};
 use super::params;
-
-/// The namespace storage-proofs' stacked circuit puts each challenge under (`challenge_{i}`).
-const CHALLENGE_NAMESPACE: &str = "challenge_";
+use super::witness::{self, Commitments, CHALLENGE_NAMESPACE};
 use crate::groth16::witness::CompactValues;
 use crate::groth16::{CompactWitness, Proof, R1cs, R1csCache, Srs, SrsCache, WitnessBuilder};
 use crate::job::ProofJob;
@@ -46,9 +44,35 @@ trait Partitions: Send + Sync {
     #[cfg(test)]
     fn sequential_assignment(&self, k: usize) -> Result<crate::groth16::Assignment>;
 
+    /// Partition `k`'s witness as `witness` makes it, but with storage-proofs' circuit
+    /// synthesized as it is (every hash through bellperson's gadgets): what `witness` must
+    /// reproduce.
+    #[cfg(test)]
+    fn reference_witness(&self, k: usize) -> Result<CompactWitness>;
+
+    /// Challenge `i` of partition `k`'s piece of the witness (inputs, aux).
+    #[cfg(test)]
+    fn challenge_witness(
+        &self,
+        k: usize,
+        i: usize,
+        how: Synthesis,
+    ) -> Result<(CompactValues, CompactValues)>;
+
     /// bellperson's own proof of partition `k`: the reference c2q is compared with.
     #[cfg(test)]
     fn reference_proof(&self, k: usize, srs: &Srs, r: Fr, s: Fr) -> Result<Proof>;
+}
+
+/// How a challenge's circuit is synthesized for its witness.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Synthesis {
+    /// `porep::witness`: the circuit's synthesis with its SHA-256 hashes on bits.
+    Native,
+    /// storage-proofs' circuit as it is, every hash through bellperson's gadgets: the
+    /// reference `Native` reproduces.
+    #[cfg(test)]
+    Gadgets,
 }
 
 type PublicInputs<Tree> = stacked::PublicInputs<
@@ -63,7 +87,103 @@ struct TreePartitions<Tree: 'static + MerkleTreeTrait> {
 }
 
 impl<Tree: 'static + MerkleTreeTrait> TreePartitions<Tree> {
+    fn partition(&self, k: usize) -> Result<&Vec<stacked::Proof<Tree, DefaultPieceHasher>>> {
+        let proofs = self
+            .proofs
+            .get(k)
+            .ok_or_else(|| anyhow!("partition {k} does not exist"))?;
+        ensure!(!proofs.is_empty(), "partition {k} has no challenges");
+        Ok(proofs)
+    }
+
+    /// The challenges of a partition are independent after a short shared preamble (the
+    /// replica id's bits, the commitments), so each is synthesized on its own thread as a
+    /// circuit of that one challenge: the first keeps the preamble, the others drop theirs.
+    /// Concatenated in challenge order, the pieces are the sequential witness, variable for
+    /// variable.
+    fn partition_witness(&self, k: usize, how: Synthesis) -> Result<CompactWitness> {
+        let proofs = self.partition(k)?;
+        // What storage-proofs checks when it makes a partition's circuit: each challenge's
+        // circuit takes these roots from its own proof.
+        let first = &proofs[0];
+        ensure!(
+            proofs
+                .iter()
+                .all(|p| p.comm_r_last() == first.comm_r_last()),
+            "inconsistent comm_r_lasts in partition {k}"
+        );
+        ensure!(
+            proofs.iter().all(|p| p.comm_c() == first.comm_c()),
+            "inconsistent comm_cs in partition {k}"
+        );
+        // storage-proofs asserts on malformed vanilla proofs; a bad C1 must be an error, not a
+        // crashed worker.
+        let built = catch_unwind(AssertUnwindSafe(|| {
+            let pieces: Vec<Result<_>> = (0..proofs.len())
+                .into_par_iter()
+                .map(|i| self.challenge_piece(k, i, how))
+                .collect();
+            let mut witness = CompactWitness::default();
+            for piece in pieces {
+                let (input, aux) = piece?;
+                witness.input.push(input);
+                witness.aux.push(aux);
+            }
+            Ok::<_, anyhow::Error>(witness)
+        }));
+        match built {
+            Ok(result) => result.with_context(|| format!("synthesis of partition {k} failed")),
+            Err(_) => bail!("C1 output is malformed: synthesis of partition {k} aborted"),
+        }
+    }
+
+    /// Challenge `i` of partition `k` as a circuit of its own: its piece of the partition's
+    /// witness (inputs, aux), with the preamble for the first challenge only.
+    fn challenge_piece(
+        &self,
+        k: usize,
+        i: usize,
+        how: Synthesis,
+    ) -> Result<(CompactValues, CompactValues)> {
+        let proof = self
+            .partition(k)?
+            .get(i)
+            .ok_or_else(|| anyhow!("partition {k} has no challenge {i}"))?;
+        let mut cs = if i == 0 {
+            let mut cs = WitnessBuilder::new();
+            cs.alloc_input(|| "one", || Ok(Fr::ONE))?;
+            cs
+        } else {
+            WitnessBuilder::skipping_before(CHALLENGE_NAMESPACE)
+        };
+        match how {
+            Synthesis::Native => {
+                let commitments = Commitments::<Tree> {
+                    replica_id: self.public_inputs.replica_id,
+                    comm_d: self.public_inputs.tau.as_ref().map(|t| t.comm_d),
+                    comm_r: self.public_inputs.tau.as_ref().map(|t| t.comm_r),
+                };
+                let layers = self.vanilla_params.num_layers;
+                witness::synthesize_challenge(&mut cs, &commitments, proof, layers)
+            }
+            #[cfg(test)]
+            Synthesis::Gadgets => {
+                use bellperson::Circuit;
+                let circuit = self.circuit(k, &vec![proof.clone()])?;
+                circuit.synthesize(&mut cs).map_err(anyhow::Error::from)
+            }
+        }
+        .with_context(|| format!("challenge {i}"))?;
+        ensure!(
+            cs.reached(),
+            "the circuit has no `{CHALLENGE_NAMESPACE}…` namespace: this storage-proofs version \
+             synthesizes differently"
+        );
+        Ok(cs.into_compact())
+    }
+
     /// Partition `k`'s circuit over `proofs` (all of its challenges, or some of them).
+    #[cfg(test)]
     fn circuit(
         &self,
         k: usize,
@@ -96,52 +216,8 @@ impl<Tree: 'static + MerkleTreeTrait> Partitions for TreePartitions<Tree> {
         R1cs::record(circuit_id, blank)
     }
 
-    /// The challenges of a partition are independent after a short shared preamble (the
-    /// replica id's bits, the commitments), so each is synthesized on its own thread as a
-    /// circuit of that one challenge: the first keeps the preamble, the others drop theirs.
-    /// Concatenated in challenge order, the pieces are the sequential witness, variable for
-    /// variable.
     fn witness(&self, k: usize) -> Result<CompactWitness> {
-        let proofs = self
-            .proofs
-            .get(k)
-            .ok_or_else(|| anyhow!("partition {k} does not exist"))?;
-        // storage-proofs asserts on malformed vanilla proofs; a bad C1 must be an error, not a
-        // crashed worker.
-        let built = catch_unwind(AssertUnwindSafe(|| {
-            let pieces: Vec<Result<_>> = (0..proofs.len())
-                .into_par_iter()
-                .map(|i| {
-                    let one = vec![proofs[i].clone()];
-                    let circuit = self.circuit(k, &one)?;
-                    let mut cs = if i == 0 {
-                        let mut cs = WitnessBuilder::new();
-                        cs.alloc_input(|| "one", || Ok(Fr::ONE))?;
-                        cs
-                    } else {
-                        WitnessBuilder::skipping_before(CHALLENGE_NAMESPACE)
-                    };
-                    circuit.synthesize(&mut cs)?;
-                    ensure!(
-                        cs.reached(),
-                        "the circuit has no `{CHALLENGE_NAMESPACE}…` namespace: this storage-proofs \
-                         version synthesizes differently"
-                    );
-                    Ok((CompactValues::new(&cs.input), CompactValues::new(&cs.aux)))
-                })
-                .collect();
-            let mut witness = CompactWitness::default();
-            for piece in pieces {
-                let (input, aux) = piece?;
-                witness.input.push(input);
-                witness.aux.push(aux);
-            }
-            Ok::<_, anyhow::Error>(witness)
-        }));
-        match built {
-            Ok(result) => result.with_context(|| format!("synthesis of partition {k} failed")),
-            Err(_) => bail!("C1 output is malformed: synthesis of partition {k} aborted"),
-        }
+        self.partition_witness(k, Synthesis::Native)
     }
 
     fn public_inputs(&self, k: usize) -> Result<Vec<Fr>> {
@@ -149,6 +225,21 @@ impl<Tree: 'static + MerkleTreeTrait> Partitions for TreePartitions<Tree> {
             StackedDrg<'_, Tree, DefaultPieceHasher>,
             _,
         >>::generate_public_inputs(&self.public_inputs, &self.vanilla_params, Some(k))
+    }
+
+    #[cfg(test)]
+    fn reference_witness(&self, k: usize) -> Result<CompactWitness> {
+        self.partition_witness(k, Synthesis::Gadgets)
+    }
+
+    #[cfg(test)]
+    fn challenge_witness(
+        &self,
+        k: usize,
+        i: usize,
+        how: Synthesis,
+    ) -> Result<(CompactValues, CompactValues)> {
+        self.challenge_piece(k, i, how)
     }
 
     #[cfg(test)]
@@ -489,5 +580,169 @@ mod tests {
         };
         assert_eq!(bytes(&ours), bytes(&reference));
         job.verify(&[ours]).unwrap();
+    }
+
+    fn assert_same(ours: &CompactValues, reference: &CompactValues, what: &str) {
+        if ours == reference {
+            return;
+        }
+        let (ours, reference) = (ours.to_vec(), reference.to_vec());
+        let at = ours.iter().zip(&reference).position(|(a, b)| a != b);
+        panic!(
+            "{what}: {} values, {} in the reference; first difference at {at:?}",
+            ours.len(),
+            reference.len()
+        );
+    }
+
+    /// The native witness of partitions `ks` is the gadget synthesis's, piece for piece.
+    fn assert_native_witness_is_the_reference(job: &PorepJob, ks: impl IntoIterator<Item = usize>) {
+        for k in ks {
+            let ours = job.partitions.witness(k).unwrap();
+            let reference = job.partitions.reference_witness(k).unwrap();
+            assert_eq!(ours.aux.len(), reference.aux.len(), "partition {k}");
+            assert!(ours.aux_len() > 0);
+            for (i, (a, b)) in ours.aux.iter().zip(&reference.aux).enumerate() {
+                assert_same(a, b, &format!("partition {k}, challenge {i}, aux"));
+            }
+            for (i, (a, b)) in ours.input.iter().zip(&reference.input).enumerate() {
+                assert_same(a, b, &format!("partition {k}, challenge {i}, inputs"));
+            }
+            assert_eq!(ours, reference, "partition {k}");
+        }
+    }
+
+    fn sealed_job(proof: RegisteredSealProof, miner: u64, sector: u64) -> PorepJob {
+        let sealed = testdata::seal_2kib(proof, miner, sector, 4).unwrap();
+        let c1 = C1Input {
+            output: sealed.c1,
+            sector_number: None,
+            shape_only: false,
+        };
+        PorepJob::new(c1, miner, sector).unwrap()
+    }
+
+    fn shape_only_job(proof: RegisteredSealProof, miner: u64, sector: u64) -> PorepJob {
+        let shape = crate::porep::shape::generate(proof, miner, sector, 1, &|_, _| {}).unwrap();
+        let c1 = C1Input {
+            output: shape.output,
+            sector_number: None,
+            shape_only: true,
+        };
+        PorepJob::for_benchmark(c1, miner, sector).unwrap()
+    }
+
+    /// Real 2 KiB sectors of every PoRep kind (the non-interactive one has 13 partitions): the
+    /// witness with SHA-256 on bits is the gadget synthesis's, variable for variable.
+    #[test]
+    fn native_witness_of_sealed_2kib_sectors_is_the_gadget_synthesis() {
+        for proof in [
+            RegisteredSealProof::StackedDrg2KiBV1,
+            RegisteredSealProof::StackedDrg2KiBV1_1,
+            RegisteredSealProof::StackedDrg2KiBV1_1_Feat_SyntheticPoRep,
+            RegisteredSealProof::StackedDrg2KiBV1_2_Feat_NonInteractivePoRep,
+        ] {
+            let job = sealed_job(proof, 1000, 3);
+            if proof == RegisteredSealProof::StackedDrg2KiBV1_2_Feat_NonInteractivePoRep {
+                assert_eq!(job.partitions(), 13);
+            }
+            assert_native_witness_is_the_reference(&job, 0..job.partitions());
+        }
+    }
+
+    /// A shape-only 8 MiB sector: real structure (oct trees, real parents), random values.
+    #[test]
+    fn native_witness_of_a_shape_only_8mib_sector_is_the_gadget_synthesis() {
+        let job = shape_only_job(RegisteredSealProof::StackedDrg8MiBV1_1, 1000, 3);
+        assert_native_witness_is_the_reference(&job, [0]);
+    }
+
+    /// One challenge of a shape-only 32 GiB sector (11 layers, 30-level comm_d path, oct trees
+    /// with sub-trees), after the first so that its preamble is dropped.
+    #[test]
+    fn native_witness_of_a_32gib_challenge_is_the_gadget_synthesis() {
+        let job = shape_only_job(RegisteredSealProof::StackedDrg32GiBV1_1, 1000, 3);
+        let (k, i) = (job.partitions() - 1, 1);
+        let ours = job
+            .partitions
+            .challenge_witness(k, i, Synthesis::Native)
+            .unwrap();
+        let reference = job
+            .partitions
+            .challenge_witness(k, i, Synthesis::Gadgets)
+            .unwrap();
+        assert!(ours.1.len() > 5_000_000, "{} variables", ours.1.len());
+        assert_same(&ours.0, &reference.0, "inputs");
+        assert_same(&ours.1, &reference.1, "aux");
+    }
+
+    /// A challenge whose proof lacks a DRG parent: an error from either synthesis, no panic
+    /// escapes.
+    #[test]
+    fn a_malformed_challenge_is_an_error() {
+        let shape = crate::porep::shape::generate(
+            RegisteredSealProof::StackedDrg2KiBV1_1,
+            1000,
+            3,
+            1,
+            &|_, _| {},
+        )
+        .unwrap();
+        let mut json: serde_json::Value =
+            serde_json::from_slice(&shape.c1_json().unwrap()).unwrap();
+        let parents = json["vanilla_proofs"]["StackedDrg2KiBV1"][0][1]["replica_column_proofs"]
+            ["drg_parents"]
+            .as_array_mut()
+            .unwrap();
+        parents.pop();
+        let c1 = crate::porep::parse_c1(&serde_json::to_vec(&json).unwrap()).unwrap();
+        let job = PorepJob::for_benchmark(c1, 1000, 3).unwrap();
+        let ours = job.partitions.witness(0).unwrap_err();
+        assert!(format!("{ours:#}").contains("challenge 1"), "{ours:#}");
+        assert!(job.partitions.reference_witness(0).is_err());
+    }
+
+    /// CPU seconds this process has spent, user and system.
+    fn cpu_seconds() -> (f64, f64) {
+        // SAFETY: getrusage fills the struct it is given.
+        let usage = unsafe {
+            let mut usage: libc::rusage = std::mem::zeroed();
+            libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+            usage
+        };
+        let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        (s(usage.ru_utime), s(usage.ru_stime))
+    }
+
+    /// Wall and CPU time of one 32 GiB partition's witness, native and through the gadgets
+    /// (`C2Q_WITNESS=native` or `gadgets` for one of them). Not run by default:
+    /// `RAYON_NUM_THREADS=2 cargo test --release --lib -- --ignored --nocapture
+    /// witness_of_a_32gib_partition_timed`.
+    #[test]
+    #[ignore]
+    fn witness_of_a_32gib_partition_timed() {
+        let job = shape_only_job(RegisteredSealProof::StackedDrg32GiBV1_1, 1000, 3);
+        let only = std::env::var("C2Q_WITNESS").unwrap_or_default();
+        for how in [Synthesis::Native, Synthesis::Gadgets] {
+            if !only.is_empty() && !format!("{how:?}").eq_ignore_ascii_case(&only) {
+                continue;
+            }
+            let (started, (user, sys)) = (std::time::Instant::now(), cpu_seconds());
+            let witness = match how {
+                Synthesis::Native => job.partitions.witness(0),
+                Synthesis::Gadgets => job.partitions.reference_witness(0),
+            }
+            .unwrap();
+            let wall = started.elapsed().as_secs_f64();
+            let (user2, sys2) = cpu_seconds();
+            eprintln!(
+                "{how:?}: {} threads, wall {wall:.2} s, user {:.2} s, system {:.2} s, {} aux \
+                 variables",
+                rayon::current_num_threads(),
+                user2 - user,
+                sys2 - sys,
+                witness.aux_len()
+            );
+        }
     }
 }
