@@ -313,19 +313,8 @@ impl PorepJob {
         sector_number: u64,
         vanilla: VanillaCheck,
     ) -> Result<PorepJob> {
-        super::check_sector_identity(miner_id, sector_number)?;
+        super::check_request(&c1, miner_id, sector_number)?;
         let proof = c1.registered_proof();
-        ensure!(
-            proof.major_version() == 1,
-            "registered proof {} is not a version 1 PoRep",
-            proof_name(proof)
-        );
-        if let Some(n) = c1.sector_number {
-            ensure!(
-                n == sector_number,
-                "the input is for sector {n}, but sector {sector_number} was asked for"
-            );
-        }
         let config = proof.as_v1_config();
         let prover_id = super::prover_id(miner_id);
         let size = u64::from(proof.sector_size());

@@ -35,6 +35,25 @@ pub fn check_sector_identity(miner_id: u64, sector_number: u64) -> anyhow::Resul
     Ok(())
 }
 
+/// What proving and verifying a C1 output both check first: a miner and sector a Filecoin
+/// sector can have, a version 1 PoRep, and the sector the input names (when it names one).
+pub(crate) fn check_request(c1: &C1Input, miner_id: u64, sector_number: u64) -> anyhow::Result<()> {
+    check_sector_identity(miner_id, sector_number)?;
+    let proof = c1.registered_proof();
+    anyhow::ensure!(
+        proof.major_version() == 1,
+        "registered proof {} is not a version 1 PoRep",
+        proof_name(proof)
+    );
+    if let Some(n) = c1.sector_number {
+        anyhow::ensure!(
+            n == sector_number,
+            "the input is for sector {n}, but sector {sector_number} was asked for"
+        );
+    }
+    Ok(())
+}
+
 /// The prover id Filecoin derives from a miner's actor id: the payload of its ID address (the
 /// id as an unsigned LEB128 varint), zero-padded to 32 bytes.
 pub fn prover_id(miner_id: u64) -> [u8; 32] {

@@ -61,20 +61,9 @@ impl SealStatement {
     /// and comm_d: its proof could only fail, and the reason is the input, not the proof.
     pub fn from_c1(c1: &C1Input, miner_id: u64, sector_number: u64) -> Result<SealStatement> {
         ensure!(!c1.shape_only, "{SHAPE_ONLY_REFUSED}");
-        super::check_sector_identity(miner_id, sector_number)?;
+        super::check_request(c1, miner_id, sector_number)?;
         let out = &c1.output;
         let proof = out.registered_proof;
-        ensure!(
-            proof.major_version() == 1,
-            "registered proof {} is not a version 1 PoRep",
-            proof_name(proof)
-        );
-        if let Some(n) = c1.sector_number {
-            ensure!(
-                n == sector_number,
-                "the input is for sector {n}, but sector {sector_number} was asked for"
-            );
-        }
         as_safe_commitment::<DefaultTreeDomain, _>(&out.comm_r, "comm_r")
             .context("the C1 output's comm_r")?;
         as_safe_commitment::<DefaultPieceDomain, _>(&out.comm_d, "comm_d")
