@@ -7,12 +7,15 @@
 //! file) with random points made here. Nothing of that can verify, so verification is
 //! skipped, and the report says so. Everything else is the path a worker's job takes:
 //! `pipeline::Pipeline` with its synthesis, products, proving-start (one per GPU), G2
-//! finalizer and assembly stages.
+//! finalizer and assembly stages, each job admitted by the worker's memory gate with the
+//! worker's estimates (reserved before it is submitted, shrunk as its partitions finish), so
+//! a run shows whether the process stays within the budget a worker on the machine would
+//! have.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use anyhow::{bail, ensure, Result};
+use anyhow::{bail, ensure, Context, Result};
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar as Fr};
 use ff::Field;
 use group::{Curve, Group};
@@ -21,10 +24,13 @@ use rayon::prelude::*;
 use serde::Serialize;
 use tokio::sync::oneshot;
 
+use crate::config::PipelineConfig;
+use crate::gate::budget::Budget;
+use crate::gate::{estimate, Gate};
 use crate::groth16::curve::BatchAffine;
 use crate::groth16::{Backend, CompactWitness, Proof, R1cs, Srs, VerifyingKey};
 use crate::job::ProofJob;
-use crate::pipeline::{Pipeline, Proved, Submission};
+use crate::pipeline::{PartitionDone, Pipeline, Proved, Submission};
 use crate::porep::{self, C1Input, PorepJob};
 
 /// What to run.
@@ -36,6 +42,8 @@ pub struct PipelineBench {
     pub device_peaks: Vec<Arc<dyn Fn() -> u64 + Send + Sync>>,
     pub synthesis_threads: usize,
     pub finalizer_threads: usize,
+    /// The memory budget jobs are admitted against.
+    pub budget: Budget,
 }
 
 /// A benchmark job: a shape-only PoRep job with a generated SRS, never verified.
@@ -103,6 +111,19 @@ pub struct PipelineReport {
     pub witness_census: WitnessCensus,
     pub peak_rss_bytes: u64,
     pub device_peak_bytes: Vec<u64>,
+    pub gate: GateReport,
+}
+
+/// The memory gate's view of the run, against what the process really held.
+#[derive(Clone, Debug, Serialize)]
+pub struct GateReport {
+    /// What the whole process may use, and the part of it the gate hands to jobs.
+    pub budget_bytes: u64,
+    pub job_budget_bytes: u64,
+    /// The most the gate had reserved at once (SRS included).
+    pub peak_reserved_bytes: u64,
+    /// Whether the process's peak RSS stayed within `budget_bytes`.
+    pub within_budget: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -148,6 +169,7 @@ pub fn run(bench: PipelineBench) -> Result<PipelineReport> {
         )
     };
     let first = job_for(1)?;
+    let sector_size = first.sector_size();
     let t_alone = Instant::now();
     eprintln!(
         "[{:6.1} s] one partition's witness, alone …",
@@ -203,6 +225,31 @@ pub fn run(bench: PipelineBench) -> Result<PipelineReport> {
     let partitions = jobs[0].partitions();
     let backend_names: Vec<String> = bench.backends.iter().map(|b| b.name()).collect();
     let gpus = bench.backends.len();
+    // The worker's gate and estimates: the SRS reserved once for the run (it stays loaded),
+    // each job's working set before it is submitted.
+    let gate = Gate::new(bench.budget.jobs);
+    let in_flight = PipelineConfig {
+        devices: (0..gpus).collect(),
+        ..PipelineConfig::default()
+    }
+    .partitions_in_flight();
+    let est = estimate::porep(sector_size, partitions as u64, in_flight);
+    let Some(_srs_reservation) = gate.try_reserve(est.srs_bytes) else {
+        bail!(
+            "the memory budget for jobs ({:.1} GB) cannot hold the parameters' estimate ({:.1} GB)",
+            gb(bench.budget.jobs),
+            gb(est.srs_bytes)
+        );
+    };
+    ensure!(
+        est.srs_bytes + est.work(est.partitions) <= bench.budget.jobs,
+        "the memory budget for jobs ({:.1} GB) cannot admit one {name} job ({:.1} GB)",
+        gb(bench.budget.jobs),
+        gb(est.srs_bytes + est.work(est.partitions))
+    );
+    let admit = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .context("making the runtime the gate waits on")?;
     let pipeline = Pipeline::start(
         bench.backends.clone(),
         bench.synthesis_threads,
@@ -217,11 +264,19 @@ pub fn run(bench: PipelineBench) -> Result<PipelineReport> {
         let mut waiters = Vec::new();
         for (k, job) in jobs.into_iter().enumerate() {
             let (done, answer) = oneshot::channel();
-            let progress: crate::pipeline::Progress = Box::new(move |remaining| {
+            let reservation = Arc::new(admit.block_on(gate.reserve(est.work(est.partitions))));
+            let held = reservation.clone();
+            let est = est.clone();
+            let progress: crate::pipeline::Progress = Box::new(move |d: PartitionDone| {
+                let remaining = d.remaining as u64;
+                held.shrink_to(match d.products_on_gpu {
+                    true => est.work_on_gpu(remaining),
+                    false => est.work(remaining),
+                });
                 eprintln!(
                     "[{:6.1} s] job {k}: {} of {partitions} partitions proved",
                     t.elapsed().as_secs_f64(),
-                    partitions - remaining
+                    partitions - d.remaining
                 );
             });
             pipeline.submit(Submission {
@@ -233,6 +288,7 @@ pub fn run(bench: PipelineBench) -> Result<PipelineReport> {
             let (answers, done_at) = (&answers, &done_at);
             waiters.push(scope.spawn(move || {
                 let result = answer.blocking_recv();
+                drop(reservation);
                 done_at
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
@@ -294,6 +350,7 @@ pub fn run(bench: PipelineBench) -> Result<PipelineReport> {
     };
     let gpu_idle = 1.0 - (sums.start / (wall_s * gpus.max(1) as f64)).min(1.0);
 
+    let peak_rss_bytes = peak_rss_bytes();
     let report = PipelineReport {
         proof: name.to_string(),
         jobs: bench.jobs,
@@ -312,8 +369,14 @@ pub fn run(bench: PipelineBench) -> Result<PipelineReport> {
         gpu_idle,
         partition_s,
         witness_census,
-        peak_rss_bytes: peak_rss_bytes(),
+        peak_rss_bytes,
         device_peak_bytes: bench.device_peaks.iter().map(|f| f()).collect(),
+        gate: GateReport {
+            budget_bytes: bench.budget.total,
+            job_budget_bytes: bench.budget.jobs,
+            peak_reserved_bytes: gate.peak_used(),
+            within_budget: peak_rss_bytes <= bench.budget.total,
+        },
     };
     Ok(report)
 }
@@ -360,7 +423,6 @@ fn start_alone(
 
 /// Print the report as a table.
 pub fn print_table(r: &PipelineReport) {
-    let gb = |b: u64| b as f64 / 1e9;
     eprintln!();
     eprintln!(
         "{} × {} ({} partitions of {} constraints) on {}; synthesis threads {}; verification {}",
@@ -417,6 +479,20 @@ pub fn print_table(r: &PipelineReport) {
         r.witness_census.compact_bytes as f64 / 1e6
     );
     eprintln!("| peak host RSS | {:.1} GB |", gb(r.peak_rss_bytes));
+    eprintln!(
+        "| memory budget (process / jobs) | {:.1} / {:.1} GB; peak RSS {} |",
+        gb(r.gate.budget_bytes),
+        gb(r.gate.job_budget_bytes),
+        if r.gate.within_budget {
+            "within"
+        } else {
+            "OVER BUDGET"
+        }
+    );
+    eprintln!(
+        "| gate: most reserved at once | {:.1} GB |",
+        gb(r.gate.peak_reserved_bytes)
+    );
     eprintln!(
         "| peak device memory | {} |",
         if r.device_peak_bytes.is_empty() {
@@ -529,6 +605,10 @@ impl<G: Group<Scalar = Fr> + BatchAffine + Send + Sync> RandomPoints<G> {
     }
 }
 
+fn gb(bytes: u64) -> f64 {
+    bytes as f64 / 1e9
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -539,15 +619,28 @@ mod tests {
     #[test]
     fn a_small_shape_runs_through_the_pipeline() {
         std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", "/var/tmp/c2q-test-params");
-        let report = run(PipelineBench {
+        // A budget that holds the parameters and one job: the second waits at the gate.
+        let one_job = estimate::porep(2048, 1, 3);
+        let jobs_budget = one_job.srs_bytes + one_job.work(1);
+        let bench = |jobs_budget: u64| PipelineBench {
             proof: RegisteredSealProof::StackedDrg2KiBV1_1,
             jobs: 2,
             backends: vec![Arc::new(crate::groth16::CpuBackend)],
             device_peaks: vec![],
             synthesis_threads: 1,
             finalizer_threads: 1,
-        })
-        .expect("benchmark runs");
+            budget: Budget {
+                total: jobs_budget + 1,
+                jobs: jobs_budget,
+            },
+        };
+        let too_small = run(bench(jobs_budget - 1)).expect_err("a budget below one job");
+        assert!(
+            format!("{too_small:#}").contains("cannot admit one"),
+            "{too_small:#}"
+        );
+        let report = run(bench(jobs_budget)).expect("benchmark runs");
+        assert_eq!(report.gate.peak_reserved_bytes, jobs_budget);
         assert_eq!(report.jobs, 2);
         assert_eq!(report.job_done_s.len(), 2);
         assert!(report.steady_s_per_proof > 0.0);

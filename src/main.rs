@@ -91,6 +91,10 @@ struct BenchPipelineArgs {
     /// G2 finalizer threads (default: one per backend).
     #[arg(long)]
     finalizer_threads: Option<usize>,
+    /// Memory budget jobs are admitted against, in GiB (default: a worker's on this machine,
+    /// its memory or cgroup limit less 10 %).
+    #[arg(long, value_name = "GIB")]
+    budget_gib: Option<f64>,
     /// Print the report as JSON on stdout (the table still goes to stderr).
     #[arg(long)]
     json: bool,
@@ -267,6 +271,15 @@ fn bench_pipeline(args: BenchPipelineArgs) -> Result<()> {
     }
     let defaults = c2q::config::PipelineConfig::default();
     let finalizer_threads = args.finalizer_threads.unwrap_or(backends.len()).max(1);
+    let budget_bytes = match args.budget_gib {
+        None => None,
+        Some(gib) if gib.is_finite() && gib > 0.0 => Some((gib * (1u64 << 30) as f64) as u64),
+        Some(gib) => anyhow::bail!("--budget-gib must be a positive number of GiB, not {gib}"),
+    };
+    let budget = c2q::gate::detect_budget(&c2q::config::GateConfig {
+        budget_bytes,
+        ..c2q::config::GateConfig::default()
+    })?;
     let report = c2q::bench::run(c2q::bench::PipelineBench {
         proof,
         jobs: args.jobs,
@@ -277,6 +290,7 @@ fn bench_pipeline(args: BenchPipelineArgs) -> Result<()> {
             .unwrap_or(defaults.synthesis_threads)
             .max(1),
         finalizer_threads,
+        budget,
     })?;
     c2q::bench::print_table(&report);
     if args.json {

@@ -102,9 +102,9 @@ pub fn prove_job(
     let pipeline = Pipeline::start(backends, synthesizers, finalizers, quarantine_after)
         .map_err(at(Stage::Proving))?;
     let (done, answer) = oneshot::channel();
-    let progress: pipeline::Progress = Box::new(move |remaining| {
+    let progress: pipeline::Progress = Box::new(move |done| {
         if on_terminal {
-            eprintln!("  partition {}/{n} proved", n - remaining);
+            eprintln!("  partition {}/{n} proved", n - done.remaining);
         }
     });
     pipeline

@@ -1,14 +1,22 @@
 //! Memory estimates per job kind and sector size.
 //!
 //! A partition's witness is computed and waits in compact form (bitmaps and the few values
-//! that are neither zero nor one); its full-size evaluations and witness (32 bytes per
-//! constraint and per variable) exist from the products stage until proving start consumes
-//! them, and the finalizer then holds only the witness. The pipeline keeps a bounded number of
-//! full-size partitions alive (`PipelineConfig::partitions_in_flight`: per GPU one in the
-//! products stage and one in proving start, plus one for the finalizer's witnesses), so a
-//! job's reservation is the SRS (until it is resident) plus that many partitions, shrinking
-//! once fewer than that remain. The numbers are deliberately generous: an overshoot costs
-//! throughput, an undershoot costs the machine.
+//! that are neither zero nor one). Where A, B and C are made decides the rest:
+//! - on the CPU (the CPU backend, or a GPU without room for the recorded constraints), the
+//!   full-size evaluations and witness (32 bytes per constraint and per variable) exist from
+//!   the products stage until proving start consumes them, and the finalizer may then hold the
+//!   witness;
+//! - on the GPU, the host only ever holds the compact witness and its packed copy (~90 MB each
+//!   at 32 GiB): the expansion and the products happen in device memory.
+//!
+//! The pipeline keeps a bounded number of partitions alive (`PipelineConfig::
+//! partitions_in_flight`: per GPU one in the products stage and one in proving start, plus one
+//! for the finalizer's witnesses), so a job's reservation is the SRS (until it is resident)
+//! plus that many partitions, shrinking once fewer than that remain. Which side makes the
+//! products is only known once the backend has taken a partition (it depends on the GPU's free
+//! memory beside the parameters), so a job first reserves the CPU figure and shrinks to the GPU
+//! figure when the pipeline reports a partition made there (`work_on_gpu`). The numbers are
+//! generous: an overshoot costs throughput, an undershoot costs the machine.
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
@@ -19,16 +27,25 @@ pub struct Estimate {
     /// Which SRS the job needs: while resident, its memory is held once for all jobs.
     pub srs_key: String,
     pub srs_bytes: u64,
+    /// A partition's working set where A, B and C are made on the CPU: the worst case.
     pub per_partition: u64,
+    /// A partition's working set where the GPU makes A, B and C from the packed witness.
+    pub per_partition_on_gpu: u64,
     pub partitions: u64,
     /// Partitions of one job the pipeline keeps alive at once.
     pub in_flight: u64,
 }
 
 impl Estimate {
-    /// Working memory with `remaining` partitions still to finish (SRS not included).
+    /// Working memory with `remaining` partitions still to finish (SRS not included), A, B
+    /// and C made on the CPU or not known yet.
     pub fn work(&self, remaining: u64) -> u64 {
         self.per_partition * remaining.min(self.in_flight)
+    }
+
+    /// The same once the GPU is known to make A, B and C.
+    pub fn work_on_gpu(&self, remaining: u64) -> u64 {
+        self.per_partition_on_gpu * remaining.min(self.in_flight)
     }
 
     /// SRS plus the working set of a fresh job.
@@ -56,24 +73,31 @@ pub fn sector_size_of(registered_proof: &str) -> Option<u64> {
 /// The estimate of a PoRep C2 job of this sector size and partition count, in a pipeline that
 /// keeps `in_flight` partitions alive.
 pub fn porep(sector_size: u64, partitions: u64, in_flight: u64) -> Estimate {
-    // (resident bytes: the SRS and the recorded constraints; per-partition working set), from
-    // the circuit sizes of filecoin-proofs v19 parameters; unknown sizes get the next larger
-    // row. 32 GiB and 64 GiB sectors have the same circuit (130,278,869 constraints): ~47 GB of
-    // points and 7.3 – 7.4 GB of recorded constraints on the host, and per full-size partition
-    // its witness (4.2 GB) plus, where A, B, C are made on the CPU, its evaluations (12.5 GB).
-    // Measured through the pipeline on one H200 (ops/bench/gpu-2026-12-01-h.md): peak RSS
-    // 77.3 GB at 32 GiB and 77.6 GB at 64 GiB, against the 100 GiB this reserves for one GPU.
-    let (srs, per_partition) = match sector_size {
-        s if s <= 2 * KIB => (64 * MIB, 64 * MIB),
-        s if s <= 8 * MIB => (256 * MIB, 256 * MIB),
-        s if s <= 512 * MIB => (2 * GIB, 2 * GIB),
-        s if s <= 64 * GIB => (52 * GIB, 16 * GIB),
-        _ => (104 * GIB, 32 * GIB),
+    // (resident bytes: the SRS and the recorded constraints; per-partition working set with A,
+    // B, C made on the CPU; the same made on the GPU), from the circuit sizes of
+    // filecoin-proofs v19 parameters; unknown sizes get the next larger row. 32 GiB and 64 GiB
+    // sectors have the same circuit (130,278,869 constraints): ~47.4 GB of points and 7.3 GB of
+    // recorded constraints on the host (50.9 GiB together), and per full-size partition its
+    // witness (4.2 GB) plus, where A, B, C are made on the CPU, its evaluations (12.5 GB).
+    // Measured through the pipeline on one H200:
+    // - products on the CPU (ops/bench/gpu-2026-12-01-h.md): peak RSS 77.3 GB at 32 GiB and
+    //   77.6 GB at 64 GiB, against the 100 GiB this reserves for one GPU;
+    // - products on the GPU (ops/bench/gpu-2026-12-01-j.md, -k.md): peak RSS 56.0 GB with
+    //   three partitions in flight and three more jobs parsed and waiting: ~1.3 GB besides the
+    //   points and the constraints, against the 3 GiB this reserves per job.
+    // Smaller sectors keep one figure: their A, B, C are small wherever they are made.
+    let (srs, per_partition, per_partition_on_gpu) = match sector_size {
+        s if s <= 2 * KIB => (64 * MIB, 64 * MIB, 64 * MIB),
+        s if s <= 8 * MIB => (256 * MIB, 256 * MIB, 256 * MIB),
+        s if s <= 512 * MIB => (2 * GIB, 2 * GIB, 2 * GIB),
+        s if s <= 64 * GIB => (52 * GIB, 16 * GIB, GIB),
+        _ => (104 * GIB, 32 * GIB, 2 * GIB),
     };
     Estimate {
         srs_key: format!("porep-{sector_size}"),
         srs_bytes: srs,
         per_partition,
+        per_partition_on_gpu,
         partitions,
         in_flight,
     }
@@ -85,6 +109,7 @@ pub fn canary(partitions: u64, in_flight: u64) -> Estimate {
         srs_key: "canary".into(),
         srs_bytes: 16 * MIB,
         per_partition: 16 * MIB,
+        per_partition_on_gpu: 16 * MIB,
         partitions,
         in_flight,
     }
@@ -127,5 +152,21 @@ mod tests {
             (e64.srs_bytes, e64.per_partition)
         );
         assert!(e64.total() >= 77_600_000_000);
+        assert_eq!(e32.per_partition_on_gpu, e64.per_partition_on_gpu);
+    }
+
+    /// With A, B, C made on the GPU a full-size job holds a fraction of the CPU figure, and
+    /// still covers the measured peak: 56.0 GB with three partitions in flight.
+    #[test]
+    fn products_on_the_gpu_shrink_a_full_size_job_to_what_was_measured() {
+        let e = porep(32 * GIB, 10, 3);
+        assert_eq!(e.work_on_gpu(10), 3 * GIB);
+        assert_eq!(e.work_on_gpu(2), 2 * GIB);
+        assert!(e.srs_bytes + e.work_on_gpu(10) >= 56_000_000_000);
+        assert!(e.work_on_gpu(10) * 10 < e.work(10));
+        // Two 32 GiB jobs fit beside one resident SRS on the H200 box (125 GiB less its 10 %
+        // margin) once the first has shown where its products are made.
+        let budget = 125 * GIB - 125 * GIB / 10;
+        assert!(e.srs_bytes + e.work_on_gpu(10) + e.work(10) <= budget);
     }
 }

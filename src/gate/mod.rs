@@ -16,8 +16,16 @@ pub use estimate::Estimate;
 #[derive(Debug)]
 pub struct Gate {
     budget: u64,
-    used: Mutex<u64>,
+    used: Mutex<Usage>,
     freed: Notify,
+}
+
+#[derive(Debug, Default)]
+struct Usage {
+    reserved: u64,
+    /// The most ever reserved at once, for benchmarks and tests to compare with what the
+    /// process really held.
+    peak: u64,
 }
 
 impl Gate {
@@ -25,7 +33,7 @@ impl Gate {
     pub fn new(budget: u64) -> Arc<Gate> {
         Arc::new(Gate {
             budget,
-            used: Mutex::new(0),
+            used: Mutex::new(Usage::default()),
             freed: Notify::new(),
         })
     }
@@ -35,21 +43,27 @@ impl Gate {
     }
 
     pub fn used(&self) -> u64 {
-        *self.lock()
+        self.lock().reserved
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, u64> {
-        // The guarded value is a plain counter: a panic elsewhere cannot leave it torn.
+    /// The most reserved at once since the gate was made.
+    pub fn peak_used(&self) -> u64 {
+        self.lock().peak
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Usage> {
+        // The guarded values are plain counters: a panic elsewhere cannot leave them torn.
         self.used.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Reserve `bytes` if they fit now.
     pub fn try_reserve(self: &Arc<Self>, bytes: u64) -> Option<Reservation> {
         let mut used = self.lock();
-        if *used + bytes > self.budget {
+        if used.reserved + bytes > self.budget {
             return None;
         }
-        *used += bytes;
+        used.reserved += bytes;
+        used.peak = used.peak.max(used.reserved);
         Some(Reservation {
             gate: self.clone(),
             held: Mutex::new(bytes),
@@ -74,7 +88,7 @@ impl Gate {
             return;
         }
         let mut used = self.lock();
-        *used = used.saturating_sub(bytes);
+        used.reserved = used.reserved.saturating_sub(bytes);
         drop(used);
         self.freed.notify_waiters();
     }
@@ -144,6 +158,7 @@ mod tests {
         drop(a);
         drop(b);
         assert_eq!(gate.used(), 0);
+        assert_eq!(gate.peak_used(), 90);
     }
 
     #[tokio::test]

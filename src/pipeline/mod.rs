@@ -59,9 +59,18 @@ pub struct Proved {
     pub verify_ms: u64,
 }
 
-/// Called with the number of partitions still unfinished each time one is assembled, so the
-/// memory reservation can shrink as the job progresses.
-pub type Progress = Box<dyn Fn(usize) + Send + Sync>;
+/// What a job's owner is told each time one of its partitions is proved, so its memory
+/// reservation can shrink as the job progresses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartitionDone {
+    /// Partitions of the job still unfinished.
+    pub remaining: usize,
+    /// Whether the GPU made this partition's A, B and C from its packed witness: the host then
+    /// held only the compact witness, never the full-size evaluations.
+    pub products_on_gpu: bool,
+}
+
+pub type Progress = Box<dyn Fn(PartitionDone) + Send + Sync>;
 
 /// One job handed to the pipeline.
 pub struct Submission {
@@ -303,10 +312,12 @@ mod tests {
         let backend = Arc::new(TakesPacked(AtomicUsize::new(0)));
         let pipeline = Pipeline::start(vec![backend.clone() as Arc<dyn Backend>], 1, 1, 3)
             .expect("pipeline starts");
-        let proved = prove_one(&pipeline, "packed", 3).expect("proved and verified");
+        let (proved, reports) = prove_one_reporting(&pipeline, "packed", 3);
+        let proved = proved.expect("proved and verified");
         pipeline.shutdown();
         assert_eq!(proved.proof.len(), 3 * 192);
         assert_eq!(backend.0.load(Ordering::SeqCst), 3);
+        assert_reported(&reports, 3, true);
     }
 
     /// A GPU with the B query's G2 points resident: proving start makes the B multiexp in G2
@@ -368,24 +379,50 @@ mod tests {
         let gpu = Arc::new(NoRoom(AtomicUsize::new(0)));
         let pipeline = Pipeline::start(vec![gpu.clone() as Arc<dyn Backend>], 1, 1, 3)
             .expect("pipeline starts");
-        let proved = prove_one(&pipeline, "no-room", 3).expect("proved and verified");
+        let (proved, reports) = prove_one_reporting(&pipeline, "no-room", 3);
+        let proved = proved.expect("proved and verified");
         pipeline.shutdown();
         assert_eq!(proved.proof.len(), 3 * 192);
         assert_eq!(gpu.0.load(Ordering::SeqCst), 3);
+        assert_reported(&reports, 3, false);
     }
 
     fn prove_one(pipeline: &Pipeline, id: &str, partitions: usize) -> Result<Proved, StageError> {
+        prove_one_reporting(pipeline, id, partitions).0
+    }
+
+    /// Proves a canary job and returns what the pipeline reported as its partitions finished.
+    fn prove_one_reporting(
+        pipeline: &Pipeline,
+        id: &str,
+        partitions: usize,
+    ) -> (Result<Proved, StageError>, Vec<PartitionDone>) {
         let job = Arc::new(CanaryJob::new(partitions, 11).expect("canary job"));
         let (done, answer) = oneshot::channel();
+        let reports = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = reports.clone();
         pipeline
             .submit(Submission {
                 id: id.into(),
                 job,
-                progress: Box::new(|_| {}),
+                progress: Box::new(move |d| sink.lock().expect("not poisoned").push(d)),
                 done,
             })
             .expect("submitted");
-        answer.blocking_recv().expect("answered")
+        let proved = answer.blocking_recv().expect("answered");
+        let reports = reports.lock().expect("not poisoned").clone();
+        (proved, reports)
+    }
+
+    /// Each partition is reported with where its A, B and C were made: the memory gate
+    /// shrinks a job's reservation by it.
+    fn assert_reported(reports: &[PartitionDone], partitions: usize, products_on_gpu: bool) {
+        let remaining: Vec<usize> = reports.iter().map(|d| d.remaining).collect();
+        assert_eq!(remaining, (0..partitions).rev().collect::<Vec<_>>());
+        assert!(
+            reports.iter().all(|d| d.products_on_gpu == products_on_gpu),
+            "{reports:?}"
+        );
     }
 
     #[test]

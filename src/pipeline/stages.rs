@@ -13,7 +13,7 @@ use crossbeam_channel::{Receiver, Sender};
 use ff::Field;
 use tokio::sync::oneshot;
 
-use super::{Progress, Proved, Stage, StageError, Submission};
+use super::{PartitionDone, Progress, Proved, Stage, StageError, Submission};
 use crate::groth16::{
     self,
     prover::{check_packed, check_shape},
@@ -100,13 +100,21 @@ pub(super) struct FinishItem {
     /// (`sums.b_g2` is `None`): a 32 GiB partition's is ~4 GB in full, freed as soon as
     /// proving start is done with it otherwise.
     witness: Option<FinishWitness>,
+    products_on_gpu: bool,
     timing: PartitionTiming,
 }
 
 pub(super) struct AssembleItem {
     ctx: Arc<JobCtx>,
     partition: usize,
-    result: Result<(Proof, PartitionTiming), StageError>,
+    result: Result<Finished, StageError>,
+}
+
+/// A partition's proof with what the job's owner is told about it.
+struct Finished {
+    proof: Proof,
+    timing: PartitionTiming,
+    products_on_gpu: bool,
 }
 
 /// Run `f`, turning a panic (a bug, or a circuit library choking on bad input) into an error
@@ -280,7 +288,7 @@ fn start_one(
     ctx: &JobCtx,
     prepared: Prepared,
     told: &mut bool,
-) -> Result<(FinishWitness, Multiexps), StageError> {
+) -> Result<Started, StageError> {
     let srs = &ctx.srs;
     match prepared {
         Prepared::Assignment(Assignment { witness, evals }) => {
@@ -289,7 +297,11 @@ fn start_one(
             guarded(Stage::Srs, || check_shape(srs, &evals, &witness))?;
             // `evals` is consumed: a/b/c memory goes as soon as the backend is done with it.
             let sums = guarded(Stage::Start, || backend.start(srs, evals, &witness))?;
-            Ok((FinishWitness::Full(witness), sums))
+            Ok(Started {
+                witness: FinishWitness::Full(witness),
+                sums,
+                products_on_gpu: false,
+            })
         }
         Prepared::Packed(packed) => {
             let r1cs = &ctx.r1cs;
@@ -298,7 +310,11 @@ fn start_one(
                 backend.start_from_constraints(srs, r1cs, &packed)
             })?;
             if let Some(sums) = on_device {
-                return Ok((FinishWitness::Packed(packed), sums));
+                return Ok(Started {
+                    witness: FinishWitness::Packed(packed),
+                    sums,
+                    products_on_gpu: true,
+                });
             }
             if !*told {
                 *told = true;
@@ -316,9 +332,21 @@ fn start_one(
                 Ok((witness, evals))
             })?;
             let sums = guarded(Stage::Start, || backend.start(srs, evals, &witness))?;
-            Ok((FinishWitness::Full(witness), sums))
+            Ok(Started {
+                witness: FinishWitness::Full(witness),
+                sums,
+                products_on_gpu: false,
+            })
         }
     }
+}
+
+/// What proving start hands on.
+struct Started {
+    witness: FinishWitness,
+    sums: Multiexps,
+    /// Whether A, B and C were made on the GPU.
+    products_on_gpu: bool,
 }
 
 /// Shared by the proving-start threads. A backend whose proving starts fail `threshold` times
@@ -380,7 +408,11 @@ pub(super) fn start(
         }
         timing.start_start_ms = ctx.ms();
         match start_one(&*backend, &ctx, prepared, &mut told) {
-            Ok((witness, sums)) => {
+            Ok(Started {
+                witness,
+                sums,
+                products_on_gpu,
+            }) => {
                 failures_in_a_row = 0;
                 timing.start_end_ms = ctx.ms();
                 // With the B multiexp in G2 made in proving start, the finalizer only
@@ -396,6 +428,7 @@ pub(super) fn start(
                     partition,
                     sums,
                     witness,
+                    products_on_gpu,
                     timing,
                 };
                 if to_finish.send(item).is_err() {
@@ -446,6 +479,7 @@ pub(super) fn finalize(items: Receiver<FinishItem>, to_assemble: Sender<Assemble
             partition,
             sums,
             witness,
+            products_on_gpu,
             mut timing,
         } = item;
         if ctx.is_failed() {
@@ -469,7 +503,11 @@ pub(super) fn finalize(items: Receiver<FinishItem>, to_assemble: Sender<Assemble
         })
         .map(|proof| {
             timing.finish_end_ms = ctx.ms();
-            (proof, timing)
+            Finished {
+                proof,
+                timing,
+                products_on_gpu,
+            }
         });
         let _ = to_assemble.send(AssembleItem {
             ctx,
@@ -492,7 +530,11 @@ pub(super) fn assemble(items: Receiver<AssembleItem>) {
             pending.remove(&key);
             continue;
         }
-        let (proof, timing) = match item.result {
+        let Finished {
+            proof,
+            timing,
+            products_on_gpu,
+        } = match item.result {
             Ok(v) => v,
             Err(e) => {
                 tracing::warn!(job_id = %ctx.id, partition = item.partition, error = %e, "partition failed");
@@ -520,7 +562,10 @@ pub(super) fn assemble(items: Receiver<AssembleItem>) {
             *slot = Some((proof, timing));
         }
         let remaining = slots.iter().filter(|s| s.is_none()).count();
-        (ctx.progress)(remaining);
+        (ctx.progress)(PartitionDone {
+            remaining,
+            products_on_gpu,
+        });
         if remaining > 0 {
             continue;
         }

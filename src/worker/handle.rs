@@ -21,7 +21,7 @@ use super::{jobs, Worker};
 use crate::broker::{headers, Broker};
 use crate::gate::Reservation;
 use crate::ledger::{Claim, JobIdentity};
-use crate::pipeline::{Stage, StageError, Submission};
+use crate::pipeline::{PartitionDone, Stage, StageError, Submission};
 use crate::schema::{
     self, DecodedJob, ErrorKind, JobError, JobKind, PartitionTiming, ResultV1, Status,
 };
@@ -236,7 +236,18 @@ impl Worker {
         let progress = {
             let r = reservation.clone();
             let est = est.clone();
-            Box::new(move |remaining: usize| r.shrink_to(srs_part + est.work(remaining as u64)))
+            // A partition whose A, B, C the GPU made shows where this job's are made: from
+            // then on the reservation follows the GPU figure. It never grows back: a later
+            // partition falls back to the CPU only if another circuit's points took the GPU's
+            // room in between, which the pipeline logs.
+            Box::new(move |done: PartitionDone| {
+                let remaining = done.remaining as u64;
+                let work = match done.products_on_gpu {
+                    true => est.work_on_gpu(remaining),
+                    false => est.work(remaining),
+                };
+                r.shrink_to(srs_part + work)
+            })
         };
 
         let (done_tx, done_rx) = oneshot::channel();
