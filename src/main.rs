@@ -436,6 +436,7 @@ fn generate(args: GenerateArgs) -> Result<()> {
     println!("{} ({} bytes)", out.params.display(), out.bytes);
     println!("{}", out.vk.display());
     println!("{}", out.meta.display());
+    println!("{}", out.marker.display());
     Ok(())
 }
 
