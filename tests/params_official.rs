@@ -285,7 +285,7 @@ fn text(out: &Output) -> String {
     )
 }
 
-fn line_for<'a>(out: &'a Output, name: &str) -> String {
+fn line_for(out: &Output, name: &str) -> String {
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .find(|l| l.contains(name))
