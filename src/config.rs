@@ -25,6 +25,19 @@ pub struct Config {
     pub telemetry: TelemetryConfig,
     pub pipeline: PipelineConfig,
     pub lease: LeaseConfig,
+    pub params: ParamsConfig,
+}
+
+/// The parameter files the worker checks before it takes jobs.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ParamsConfig {
+    /// Registered proofs (`StackedDrg32GiBV1_1`) or sector sizes (`32GiB`) this worker serves:
+    /// at start, each one's `.params` and `.vk` must be in `$FIL_PROOFS_PARAMETER_CACHE` with
+    /// the length its counts declare, or the worker refuses to start and names the file. Empty
+    /// (the default): nothing is checked at start, and a job whose parameters are missing
+    /// fails when it loads them. Digests are `c2q params check`'s job (minutes per large file).
+    pub proofs: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

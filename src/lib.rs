@@ -9,6 +9,7 @@ pub mod canary;
 pub mod gpu;
 pub mod groth16;
 pub mod job;
+pub mod params;
 pub mod porep;
 pub mod prove;
 pub mod select;

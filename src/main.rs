@@ -170,6 +170,14 @@ enum ParamsCommand {
     /// Write random TEST parameters for a small sector. NOT a trusted setup: anyone who ran
     /// this could forge proofs against them. For tests and development only.
     Generate(GenerateArgs),
+    /// Check that the files the named proofs need are present and are the official ones (their
+    /// digests are the manifest's that filecoin-proofs publishes, carried in c2q). One line
+    /// per file; exit 0 when all are, 3 when any is missing, bad or test parameters.
+    Check(c2q::params::cli::CheckArgs),
+    /// Download the official files the named proofs need that are missing or bad, from an IPFS
+    /// gateway: resumable, several at once, each checked against the manifest before it is
+    /// moved into place. Exit 0 when all are in place, 3 when any could not be fetched.
+    Fetch(c2q::params::cli::FetchArgs),
 }
 
 #[derive(clap::Args)]
@@ -208,6 +216,10 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(EXIT_FAILED, &e),
         },
+        Command::Params(ParamsCommand::Check(args)) => params_exit(c2q::params::cli::check(&args)),
+        Command::Params(ParamsCommand::Fetch(args)) => {
+            params_exit(c2q::params::cli::fetch_cmd(&args))
+        }
         Command::Testdata(TestdataCommand::C1(args)) => match test_c1(args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(EXIT_FAILED, &e),
@@ -236,6 +248,19 @@ fn queue_exit(result: Result<()>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(EXIT_FAILED, &e),
+    }
+}
+
+/// Exit codes as for `c2q prove`: 3 when a parameter file is missing or bad.
+fn params_exit(
+    result: std::result::Result<c2q::params::cli::Verdict, c2q::params::cli::ParamsError>,
+) -> ExitCode {
+    use c2q::params::cli::{ParamsError, Verdict};
+    match result {
+        Ok(Verdict::AllGood) => ExitCode::SUCCESS,
+        Ok(Verdict::SomeBad) => ExitCode::from(EXIT_PARAMS),
+        Err(ParamsError::BadInput(e)) => fail(EXIT_BAD_INPUT, &e),
+        Err(ParamsError::Failed(e)) => fail(EXIT_FAILED, &e),
     }
 }
 
@@ -450,6 +475,7 @@ fn generate(args: GenerateArgs) -> Result<()> {
     println!("{} ({} bytes)", out.params.display(), out.bytes);
     println!("{}", out.vk.display());
     println!("{}", out.meta.display());
+    println!("{}", out.marker.display());
     Ok(())
 }
 

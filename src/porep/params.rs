@@ -39,6 +39,17 @@ pub fn file_name(cache_id: &str, ext: &str) -> String {
     format!("v{VERSION}-{cache_id}.{ext}")
 }
 
+/// Extension of the marker `generate` writes beside test parameters
+/// (`v28-<cache id>.c2q-test-params`). Test parameters have the shape of official ones, so
+/// nothing in the `.params` or `.vk` file itself tells them apart without hashing it; the
+/// marker lets `c2q params check --size-only` and the worker's start-up check name them.
+pub const TEST_MARKER_EXT: &str = "c2q-test-params";
+
+/// The test-parameter marker for a parameter file (`.params` or `.vk`) of any circuit.
+pub fn test_marker_for(file: &Path) -> PathBuf {
+    file.with_extension(TEST_MARKER_EXT)
+}
+
 /// A clear error for missing parameters, naming the file and how to get it.
 pub fn require(path: &Path, proof: RegisteredSealProof) -> Result<()> {
     if path.is_file() {
@@ -90,6 +101,8 @@ pub struct Generated {
     pub params: PathBuf,
     pub vk: PathBuf,
     pub meta: PathBuf,
+    /// The test-parameter marker (`TEST_MARKER_EXT`).
+    pub marker: PathBuf,
     pub bytes: u64,
 }
 
@@ -118,6 +131,7 @@ pub fn generate(
         params: dir.join(file_name(&id, "params")),
         vk: dir.join(file_name(&id, "vk")),
         meta: dir.join(file_name(&id, "meta")),
+        marker: dir.join(file_name(&id, TEST_MARKER_EXT)),
         bytes: 0,
     };
     for p in [&out.params, &out.vk] {
@@ -139,6 +153,17 @@ pub fn generate(
     )?;
 
     progress.stage("writing files");
+    // The marker goes first: a crash while writing may leave a marker without parameters,
+    // never test parameters without their marker.
+    let marker = &out.marker;
+    let note = serde_json::json!({
+        "test_parameters": true,
+        "generated_by": format!("c2q {} params generate", env!("CARGO_PKG_VERSION")),
+        "registered_proof": proof_name(proof),
+        "trusted_setup": false,
+    });
+    fs::write(marker, format!("{note}\n"))
+        .with_context(|| format!("cannot write {}", marker.display()))?;
     // Written under a temporary name and renamed, so a crash never leaves a truncated file
     // under the name the cache looks for.
     let tmp = out.params.with_extension("params.partial");

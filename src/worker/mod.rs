@@ -79,6 +79,7 @@ pub(crate) struct Worker {
 pub async fn run_async(cfg: Config) -> Result<()> {
     cfg.lease.check()?;
     cfg.limits.check()?;
+    crate::params::startup_check(&cfg.params.proofs, &crate::porep::params::params_dir())?;
     let exit_when_unhealthy = cfg.pipeline.exit_when_unhealthy()?;
     let name = cfg.worker_name();
     let metrics = Arc::new(Metrics::new()?);

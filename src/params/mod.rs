@@ -1,0 +1,253 @@
+//! Official parameters: the manifest filecoin-proofs publishes (carried in the binary), checking
+//! the files a proof needs against it, and fetching missing or bad ones from an IPFS gateway.
+//!
+//! File names and the parameter directory are `porep::params`'s (the names filecoin-proofs
+//! gives its cache entries); this module decides whether the files under those names are the
+//! published ones.
+
+pub mod check;
+pub mod cli;
+pub mod digest;
+pub mod fetch;
+pub mod layout;
+pub mod manifest;
+pub mod progress;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use filecoin_proofs_api::RegisteredSealProof;
+
+use crate::porep::{self, params::file_name};
+pub use check::{check_file, Depth, FileReport, Status};
+pub use manifest::{Entry, Manifest};
+
+/// A file some proof needs, with its manifest entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Wanted {
+    pub name: String,
+    pub entry: Entry,
+}
+
+/// One registered proof per sector size. Every PoRep version of a size (V1, V1_1, synthetic,
+/// non-interactive) proves with the same circuit and so the same files (tested below), so
+/// these stand for all of them.
+pub const SECTOR_SIZES: [(&str, RegisteredSealProof); 5] = [
+    ("2KiB", RegisteredSealProof::StackedDrg2KiBV1_1),
+    ("8MiB", RegisteredSealProof::StackedDrg8MiBV1_1),
+    ("512MiB", RegisteredSealProof::StackedDrg512MiBV1_1),
+    ("32GiB", RegisteredSealProof::StackedDrg32GiBV1_1),
+    ("64GiB", RegisteredSealProof::StackedDrg64GiBV1_1),
+];
+
+/// A `--proof` value: a registered proof name (`StackedDrg32GiBV1_1`) or a sector size
+/// (`32GiB`).
+pub fn parse_proof(text: &str) -> Result<RegisteredSealProof> {
+    if let Some((_, proof)) = SECTOR_SIZES
+        .iter()
+        .find(|(size, _)| size.eq_ignore_ascii_case(text))
+    {
+        return Ok(*proof);
+    }
+    porep::proof_from_name(text)
+        .context("expected a registered proof or a sector size (2KiB, 8MiB, 512MiB, 32GiB, 64GiB)")
+}
+
+/// The proofs named, or every sector size when none is.
+pub fn select(names: &[String]) -> Result<Vec<RegisteredSealProof>> {
+    if names.is_empty() {
+        return Ok(SECTOR_SIZES.iter().map(|(_, p)| *p).collect());
+    }
+    names.iter().map(|n| parse_proof(n)).collect()
+}
+
+/// The `.params` and `.vk` files the proofs need, each once, in name order. `.meta` files are
+/// not published (filecoin-proofs writes them itself when missing, and c2q never reads them),
+/// so they are not among them.
+pub fn wanted(proofs: &[RegisteredSealProof], manifest: &Manifest) -> Result<Vec<Wanted>> {
+    let mut out = BTreeMap::new();
+    for &proof in proofs {
+        let id = porep::params::cache_id(proof)?;
+        for ext in ["params", "vk"] {
+            let name = file_name(&id, ext);
+            let Some(entry) = manifest.get(&name) else {
+                bail!(
+                    "{} publishes no {name} (needed by {})",
+                    manifest.source(),
+                    porep::proof_name(proof)
+                );
+            };
+            out.insert(
+                name.clone(),
+                Wanted {
+                    name,
+                    entry: entry.clone(),
+                },
+            );
+        }
+    }
+    Ok(out.into_values().collect())
+}
+
+/// The worker's check at start: every file the configured proofs need is in `dir` with the
+/// length its counts declare. Cheap (a few reads per file); the digest is `c2q params check`'s
+/// job. Test parameters are allowed, with a warning, so that test deployments keep working.
+pub fn startup_check(proof_names: &[String], dir: &Path) -> Result<()> {
+    if proof_names.is_empty() {
+        tracing::info!(
+            dir = %dir.display(),
+            "params.proofs is empty: parameter files are checked when a job first needs them"
+        );
+        return Ok(());
+    }
+    let proofs = select(proof_names).context("params.proofs")?;
+    let manifest = Manifest::official()?;
+    let board = progress::Board::new(progress::Style::Quiet);
+    let mut bad = Vec::new();
+    for w in wanted(&proofs, &manifest)? {
+        let report = check_file(dir, &w, Depth::SizeOnly, &board);
+        match report.status {
+            Status::SizeOk => {}
+            Status::TestParameters => tracing::warn!(
+                file = %report.path.display(),
+                "TEST parameters (made by `c2q params generate`, not a trusted setup): \
+                 proofs made with them are worthless on chain"
+            ),
+            status => bad.push(format!("{}: {status}", report.path.display())),
+        }
+    }
+    if !bad.is_empty() {
+        bail!(
+            "parameter files for params.proofs are missing or bad: {} (run `c2q params fetch \
+             --dir {}` for the proofs you serve, then `c2q params check`)",
+            bad.join("; "),
+            dir.display()
+        );
+    }
+    tracing::info!(dir = %dir.display(), proofs = ?proof_names, "parameter files present");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: [RegisteredSealProof; 20] = {
+        use RegisteredSealProof::*;
+        [
+            StackedDrg2KiBV1,
+            StackedDrg8MiBV1,
+            StackedDrg512MiBV1,
+            StackedDrg32GiBV1,
+            StackedDrg64GiBV1,
+            StackedDrg2KiBV1_1,
+            StackedDrg8MiBV1_1,
+            StackedDrg512MiBV1_1,
+            StackedDrg32GiBV1_1,
+            StackedDrg64GiBV1_1,
+            StackedDrg2KiBV1_1_Feat_SyntheticPoRep,
+            StackedDrg8MiBV1_1_Feat_SyntheticPoRep,
+            StackedDrg512MiBV1_1_Feat_SyntheticPoRep,
+            StackedDrg32GiBV1_1_Feat_SyntheticPoRep,
+            StackedDrg64GiBV1_1_Feat_SyntheticPoRep,
+            StackedDrg2KiBV1_2_Feat_NonInteractivePoRep,
+            StackedDrg8MiBV1_2_Feat_NonInteractivePoRep,
+            StackedDrg512MiBV1_2_Feat_NonInteractivePoRep,
+            StackedDrg32GiBV1_2_Feat_NonInteractivePoRep,
+            StackedDrg64GiBV1_2_Feat_NonInteractivePoRep,
+        ]
+    };
+
+    #[test]
+    fn every_porep_proof_names_two_files_of_the_official_manifest() {
+        let manifest = Manifest::official().unwrap();
+        for proof in ALL {
+            let files = wanted(&[proof], &manifest).unwrap();
+            assert_eq!(files.len(), 2, "{proof:?}");
+            for f in &files {
+                assert_eq!(f.entry.sector_size, u64::from(proof.sector_size()), "{f:?}");
+            }
+            // One file set per sector size: what `SECTOR_SIZES` relies on.
+            let size = SECTOR_SIZES
+                .iter()
+                .find(|(_, p)| p.sector_size() == proof.sector_size())
+                .unwrap();
+            assert_eq!(files, wanted(&[size.1], &manifest).unwrap(), "{proof:?}");
+        }
+        assert_eq!(wanted(&ALL, &manifest).unwrap().len(), 10);
+    }
+
+    #[test]
+    fn proofs_are_named_by_registered_proof_or_sector_size() {
+        assert_eq!(
+            parse_proof("32gib").unwrap(),
+            RegisteredSealProof::StackedDrg32GiBV1_1
+        );
+        assert_eq!(
+            parse_proof("StackedDrg2KiBV1_2_Feat_NonInteractivePoRep").unwrap(),
+            RegisteredSealProof::StackedDrg2KiBV1_2_Feat_NonInteractivePoRep
+        );
+        assert!(parse_proof("16GiB").is_err());
+        assert_eq!(select(&[]).unwrap().len(), 5);
+    }
+
+    #[test]
+    fn the_worker_start_check_names_a_missing_or_truncated_file_and_allows_test_parameters() {
+        use layout::{tests::fake, Kind};
+        let dir = tempfile::tempdir().unwrap();
+        let files = wanted(
+            &[RegisteredSealProof::StackedDrg2KiBV1_1],
+            &Manifest::official().unwrap(),
+        )
+        .unwrap();
+        let proofs = ["2KiB".to_string()];
+        let err = format!("{:#}", startup_check(&proofs, dir.path()).unwrap_err());
+        assert!(
+            err.contains(&files[0].name) && err.contains("missing"),
+            "{err}"
+        );
+
+        let params = fake(Kind::Params, [2, 3, 3, 2, 2, 2], 7);
+        let vk = fake(Kind::Vk, [2, 0, 0, 0, 0, 0], 8);
+        std::fs::write(dir.path().join(&files[0].name), &params[..params.len() - 1]).unwrap();
+        std::fs::write(dir.path().join(&files[1].name), &vk).unwrap();
+        let err = format!("{:#}", startup_check(&proofs, dir.path()).unwrap_err());
+        assert!(
+            err.contains(&files[0].name) && err.contains("truncated"),
+            "{err}"
+        );
+        assert!(!err.contains(&files[1].name), "{err}");
+
+        // Whole files in the right layout pass the start-up check (it does not hash them);
+        // marked test parameters pass too, with a warning.
+        std::fs::write(dir.path().join(&files[0].name), &params).unwrap();
+        startup_check(&proofs, dir.path()).unwrap();
+        let marker = crate::porep::params::test_marker_for(&dir.path().join(&files[0].name));
+        std::fs::write(marker, "{}").unwrap();
+        startup_check(&proofs, dir.path()).unwrap();
+        // Nothing configured, nothing checked.
+        startup_check(&[], &dir.path().join("absent")).unwrap();
+    }
+
+    #[test]
+    fn the_2kib_files_are_the_ones_filecoin_proofs_publishes() {
+        let files = wanted(
+            &[RegisteredSealProof::StackedDrg2KiBV1_1],
+            &Manifest::official().unwrap(),
+        )
+        .unwrap();
+        let names: Vec<_> = files.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "v28-stacked-proof-of-replication-merkletree-poseidon_hasher-8-0-0-sha256_hasher-032d3138d22506ec0082ed72b2dcba18df18477904e35bafee82b3793b06832f.params",
+                "v28-stacked-proof-of-replication-merkletree-poseidon_hasher-8-0-0-sha256_hasher-032d3138d22506ec0082ed72b2dcba18df18477904e35bafee82b3793b06832f.vk",
+            ]
+        );
+        assert_eq!(
+            files[0].entry.cid,
+            "QmWceMgnWYLopMuM4AoGMvGEau7tNe5UK83XFjH5V9B17h"
+        );
+    }
+}
