@@ -2,27 +2,26 @@
 //! free one does; peak RSS stays under the budget; health checks and ledger answers keep
 //! flowing in well under a second while proofs compute.
 
+mod common;
 mod queue_support;
 
 use std::time::{Duration, Instant};
 
-use c2q::schema::Status;
+use c2q::schema::{JobKind, JobV1, Status};
+use filecoin_proofs_api::RegisteredSealProof;
 use queue_support::*;
 
 const T: Duration = Duration::from_secs(120);
-const MIB: u64 = 1 << 20;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_new_job_goes_to_the_free_worker_and_rss_stays_under_budget() {
     let env = Env::new("gate");
-    // Worker A's job budget (total minus the 256 MiB baseline) admits one canary job at a
-    // time: after one is admitted (64 MiB: 16 of parameters and 16 for each of the 3 full-size
-    // partitions the default pipeline keeps alive, 2 for its one GPU and 1 for the finalizer),
-    // the worst-case reservation for the next no longer fits (a 2 KiB PoRep job: 64 MiB of
-    // parameters and 3 × 64 MiB: 256 MiB).
-    let mut small = env.config.clone();
-    let budget = 256 * MIB + 310 * MIB;
-    small.gate.budget_bytes = Some(budget);
+    // Worker A's budget admits one canary job at a time: after one is admitted (64 MiB: 16 of
+    // parameters and 16 for each of the 3 partitions the default pipeline keeps alive, 2 for
+    // its one GPU and 1 for the finalizer), the worst-case reservation for the next (a 2 KiB
+    // PoRep job, its parameters not loaded) no longer fits beside it.
+    let small = one_job_at_a_time(&env.config);
+    let budget = small.gate.budget_bytes.expect("a set budget");
     let a = env.spawn_worker_with("A", &small);
     a.wait_log("worker started", T).await;
     let b = env.broker().await;
@@ -51,6 +50,45 @@ async fn a_new_job_goes_to_the_free_worker_and_rss_stays_under_budget() {
     let peak = a.peak_rss();
     assert!(peak < budget, "peak RSS {peak} over budget {budget}");
     assert!(!a.log().contains("gate-short"));
+    env.cleanup().await;
+}
+
+/// A 2 KiB PoRep job proved by a worker whose budget is the least it accepts (its baseline
+/// and the worst case of the largest job it takes, parameters not loaded): the process as a
+/// whole, parameters, recorded constraints, caches and the partition's peak included, stays
+/// under it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_porep_job_stays_within_the_least_budget_its_worker_accepts() {
+    common::ensure_2kib_params();
+    let env = Env::new("gateporep");
+    let mut config = env.config.clone();
+    let budget = least_budget(&config);
+    config.gate.budget_bytes = Some(budget);
+    let w = env.spawn_worker_with("w", &config);
+    w.wait_log("worker started", T).await;
+
+    let sealed = common::seal(RegisteredSealProof::StackedDrg2KiBV1_1, 1000, 11, 23);
+    let c1 = sealed.c1_json().unwrap();
+    let job = JobV1 {
+        v: 1,
+        job_id: "gate-porep".into(),
+        kind: JobKind::PorepC2,
+        registered_proof: "StackedDrg2KiBV1_1".into(),
+        miner_id: 1000,
+        sector_number: 11,
+        phase1_output: zstd::encode_all(&c1[..], 3).unwrap(),
+        canary: None,
+    };
+    let b = env.broker().await;
+    publish_job(&b, &job).await;
+    let r = result_for(&b, "gate-porep", Duration::from_secs(600)).await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert!(common::verify_seal(&sealed, r.proof.as_deref().unwrap()));
+    let peak = w.peak_rss();
+    assert!(
+        peak < budget,
+        "peak RSS {peak} over the budget {budget} the worker accepted"
+    );
     env.cleanup().await;
 }
 

@@ -6,22 +6,11 @@ mod queue_support;
 
 use std::time::{Duration, Instant};
 
-use c2q::config::Config;
 use c2q::ledger::{Claim, Holder, JobIdentity};
 use c2q::schema::Status;
 use queue_support::*;
 
 const T: Duration = Duration::from_secs(90);
-const MIB: u64 = 1 << 20;
-
-/// A worker whose memory gate admits one job at a time (see `queue_gate`), so that a second
-/// message cannot go to a worker that is already proving.
-fn one_job_at_a_time(env: &Env) -> Config {
-    let mut c = env.config.clone();
-    // Room for the worst case (320 MiB, see queue_gate.rs) but not for a second job beside one.
-    c.gate.budget_bytes = Some(256 * MIB + 340 * MIB);
-    c
-}
 
 async fn stop(w: &mut WorkerProc) {
     w.signal(libc::SIGTERM);
@@ -31,7 +20,7 @@ async fn stop(w: &mut WorkerProc) {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_job_published_twice_is_proved_once_by_two_workers() {
     let env = Env::new("lease2");
-    let config = one_job_at_a_time(&env);
+    let config = one_job_at_a_time(&env.config);
     let mut a = env.spawn_worker_with("A", &config);
     let mut b_worker = env.spawn_worker_with("B", &config);
     a.wait_log("worker started", T).await;

@@ -6,7 +6,8 @@ use anyhow::{Context, Result};
 use crate::config::GateConfig;
 
 const GIB: u64 = 1024 * 1024 * 1024;
-const DEFAULT_BASELINE: u64 = 256 * 1024 * 1024;
+/// The worker's own footprint outside jobs when `gate.baseline_bytes` is not set.
+pub const DEFAULT_BASELINE: u64 = 256 * 1024 * 1024;
 
 /// The whole budget of the process and the part of it left to jobs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

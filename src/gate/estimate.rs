@@ -85,11 +85,14 @@ pub fn porep(sector_size: u64, partitions: u64, in_flight: u64) -> Estimate {
     // - products on the GPU (ops/bench/gpu-2026-12-01-j.md, -k.md): peak RSS 56.0 GB with
     //   three partitions in flight and three more jobs parsed and waiting: ~1.3 GB besides the
     //   points and the constraints, against the 3 GiB this reserves per job.
-    // Smaller sectors keep one figure: their A, B, C are small wherever they are made.
+    // 2 KiB, measured with `c2q prove --backend cpu` (one partition): peak RSS 1.80 GB, of
+    // which the decoded parameters 1.11 GB and the recorded constraints 0.15 GB; the rest is
+    // the partition on the CPU backend (evaluations, witness, transforms) and the process.
+    // 8 MiB and 512 MiB are not measured: scaled from their parameter files (8 MiB: 1.4 GB).
     let (srs, per_partition, per_partition_on_gpu) = match sector_size {
-        s if s <= 2 * KIB => (64 * MIB, 64 * MIB, 64 * MIB),
-        s if s <= 8 * MIB => (256 * MIB, 256 * MIB, 256 * MIB),
-        s if s <= 512 * MIB => (2 * GIB, 2 * GIB, 2 * GIB),
+        s if s <= 2 * KIB => (1280 * MIB, 512 * MIB, 128 * MIB),
+        s if s <= 8 * MIB => (1792 * MIB, GIB, 256 * MIB),
+        s if s <= 512 * MIB => (8 * GIB, 4 * GIB, GIB),
         s if s <= 64 * GIB => (52 * GIB, 16 * GIB, GIB),
         _ => (104 * GIB, 32 * GIB, 2 * GIB),
     };
@@ -113,6 +116,25 @@ pub fn canary(partitions: u64, in_flight: u64) -> Estimate {
         partitions,
         in_flight,
     }
+}
+
+/// The worst case of every job kind a worker with these limits accepts (for the PoRep kind, its
+/// largest sector with as many partitions as the pipeline keeps alive): what the gate must
+/// have free before a message is fetched, with each kind's SRS counted while it is not loaded.
+pub fn accepted(max_sector_size: u64, max_canary_partitions: u64, in_flight: u64) -> [Estimate; 2] {
+    [
+        porep(max_sector_size, in_flight, in_flight),
+        canary(max_canary_partitions, in_flight),
+    ]
+}
+
+/// The most one fresh job (parameters not loaded) can reserve among `estimates`.
+pub fn largest(estimates: &[Estimate]) -> u64 {
+    estimates
+        .iter()
+        .map(|e| e.srs_bytes + e.work(e.partitions))
+        .max()
+        .unwrap_or(0)
 }
 
 #[cfg(test)]

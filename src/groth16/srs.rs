@@ -62,13 +62,34 @@ impl Srs {
         // files are not modified while in use.
         let map = unsafe { memmap2::Mmap::map(&file) }
             .with_context(|| format!("cannot map parameter file {}", path.display()))?;
-        Self::decode(&map, &path.display().to_string())
+        let _ = map.advise(memmap2::Advice::Sequential);
+        // The file's pages count in this process's memory while they are mapped in: without
+        // this a 47 GB file would briefly hold twice its size (pages and decoded points).
+        let release = |offset: usize, len: usize| {
+            // SAFETY: a read-only shared mapping of a file nobody modifies while it is in use:
+            // dropping its pages only means a later read faults them in again from the file,
+            // and the decoder never reads a released range again.
+            let _ = unsafe {
+                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len)
+            };
+        };
+        Self::decode_releasing(&map, &path.display().to_string(), &release)
             .with_context(|| format!("parameter file {} is truncated or corrupt", path.display()))
     }
 
     /// Decode parameters from bytes in bellperson's layout.
     pub fn decode(bytes: &[u8], id: &str) -> Result<Srs> {
-        let mut cursor = Cursor { bytes, pos: 0 };
+        Self::decode_releasing(bytes, id, &|_, _| {})
+    }
+
+    /// Decode, telling `release` each byte range (offset, length) of point data once it is
+    /// decoded and no longer read.
+    fn decode_releasing(bytes: &[u8], id: &str, release: &dyn Fn(usize, usize)) -> Result<Srs> {
+        let mut cursor = Cursor {
+            bytes,
+            pos: 0,
+            release,
+        };
         let vk_start = cursor.pos;
         cursor.take(G1_BYTES * 2 + G2_BYTES * 2 + G1_BYTES + G2_BYTES)?;
         let ic_len = cursor.len("IC", G1_BYTES)?;
@@ -150,7 +171,11 @@ fn decode_g2(bytes: &[u8]) -> Option<G2Affine> {
 struct Cursor<'a> {
     bytes: &'a [u8],
     pos: usize,
+    release: &'a dyn Fn(usize, usize),
 }
+
+/// Point data decoded between two releases of the bytes read (64 MiB).
+const DECODE_PIECE_BYTES: usize = 64 << 20;
 
 impl<'a> Cursor<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8]> {
@@ -192,17 +217,27 @@ impl<'a> Cursor<'a> {
         let n = self.len(what, item)?;
         let start = self.pos;
         let raw = self.take(n * item)?;
-        raw.par_chunks_exact(item)
-            .enumerate()
-            .map(|(i, b)| {
-                decode(b).with_context(|| {
-                    format!(
-                        "{what} point {i} (offset {}) is not a valid curve point",
-                        start + i * item
-                    )
+        let per_piece = (DECODE_PIECE_BYTES / item).max(1);
+        let mut points = Vec::with_capacity(n);
+        for (k, piece) in raw.chunks(per_piece * item).enumerate() {
+            let first = k * per_piece;
+            let decoded: Vec<T> = piece
+                .par_chunks_exact(item)
+                .enumerate()
+                .map(|(i, b)| {
+                    decode(b).with_context(|| {
+                        format!(
+                            "{what} point {} (offset {}) is not a valid curve point",
+                            first + i,
+                            start + (first + i) * item
+                        )
+                    })
                 })
-            })
-            .collect()
+                .collect::<Result<_>>()?;
+            points.extend(decoded);
+            (self.release)(start + first * item, piece.len());
+        }
+        Ok(points)
     }
 }
 

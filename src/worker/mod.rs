@@ -284,13 +284,15 @@ impl Worker {
     fn fetch_bytes(&self) -> u64 {
         let limits = &self.cfg.limits;
         let in_flight = self.cfg.pipeline.partitions_in_flight();
-        let porep = estimate::porep(limits.max_sector_size, in_flight, in_flight);
-        let canary = estimate::canary(u64::from(limits.max_canary_partitions), in_flight);
-        [porep, canary]
-            .iter()
-            .map(|e| e.work(e.partitions) + self.srs_needed(e))
-            .max()
-            .unwrap_or(0)
+        estimate::accepted(
+            limits.max_sector_size,
+            u64::from(limits.max_canary_partitions),
+            in_flight,
+        )
+        .iter()
+        .map(|e| e.work(e.partitions) + self.srs_needed(e))
+        .max()
+        .unwrap_or(0)
     }
 
     fn srs_needed(&self, e: &estimate::Estimate) -> u64 {

@@ -26,6 +26,30 @@ pub struct Env {
     pub config: Config,
 }
 
+/// The least budget a worker with `config` accepts: its baseline and the worst case of the
+/// largest job it takes, parameters not loaded.
+pub fn least_budget(config: &Config) -> u64 {
+    let largest = c2q::gate::estimate::largest(&c2q::gate::estimate::accepted(
+        config.limits.max_sector_size,
+        u64::from(config.limits.max_canary_partitions),
+        config.pipeline.partitions_in_flight(),
+    ));
+    config
+        .gate
+        .baseline_bytes
+        .unwrap_or(c2q::gate::budget::DEFAULT_BASELINE)
+        + largest
+}
+
+/// A config whose memory gate admits one job at a time: room for the worst case of the
+/// largest job, and once a canary job holds its (small) reservation, no longer for that worst
+/// case beside it.
+pub fn one_job_at_a_time(config: &Config) -> Config {
+    let mut c = config.clone();
+    c.gate.budget_bytes = Some(least_budget(config) + (32 << 20));
+    c
+}
+
 impl Env {
     pub fn new(tag: &str) -> Env {
         static N: AtomicU32 = AtomicU32::new(0);
@@ -45,7 +69,8 @@ impl Env {
         config.ledger.schema = prefix.clone();
         config.ledger.pool_size = 4;
         config.limits.max_sector_size = 2048;
-        config.gate.budget_bytes = Some(2 << 30);
+        // Room for a few jobs of the largest kind these workers take (2 KiB PoRep: 2.75 GiB).
+        config.gate.budget_bytes = Some(8 << 30);
         config.retry.base_delay_ms = 200;
         config.retry.max_delay_ms = 1_000;
         config.retry.max_retries = 2;
