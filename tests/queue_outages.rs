@@ -87,6 +87,71 @@ async fn rabbitmq_restart_mid_proof_loses_nothing() {
     env.cleanup().await;
 }
 
+/// The worker's `c2q_jobs_in_flight` gauge, read from `/metrics`.
+async fn jobs_in_flight(addr: &str) -> Option<i64> {
+    let (_, metrics) = http_get(addr, "/metrics").await;
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("c2q_jobs_in_flight "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// A broker blip while a job proves: the job is still published and recorded, its delivery
+/// (whose channel died with the old connection) is settled by the redelivery the ledger
+/// answers, the in-flight gauge comes back to 0, and SIGTERM then drains at once instead of
+/// waiting on an ack that the dead connection will never send.
+#[tokio::test(flavor = "multi_thread")]
+async fn drain_after_a_broker_blip_mid_proof_is_prompt() {
+    let _serial = SERIAL.lock().await;
+    let env = Env::new("blip");
+    let mut w = env.spawn_worker("w");
+    let addr = w.telemetry_addr().await;
+    let b = env.broker().await;
+    publish_job(&b, &canary_job("blip-1", 64, 71)).await;
+    w.wait_log("partition proved", T).await;
+    b.close().await;
+    {
+        let _guard = RabbitGuard;
+        run("rabbitmqctl", &["stop_app"]);
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        run("rabbitmqctl", &["start_app"]);
+    }
+    wait_until("RabbitMQ", rabbit_up).await;
+    let b = env.broker().await;
+    // The proof, and the answer to the redelivery of the job the broker took back when the
+    // connection closed (from the ledger, or put off while the first was still publishing).
+    let results = results_for(&b, "blip-1", 2, T).await;
+    for r in &results {
+        assert_eq!(r.status, Status::Ok, "{r:?}");
+        assert_eq!(r.proof, results[0].proof);
+    }
+    let ledger = env.ledger().await;
+    let row = wait_row(&ledger, "blip-1", T, |r| r.status == "published").await;
+    assert_eq!(row.proofs_computed, 1, "proved once");
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let n = jobs_in_flight(&addr).await;
+        if n == Some(0) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "c2q_jobs_in_flight stayed at {n:?}; log:\n{}",
+            w.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let stopping = Instant::now();
+    w.signal(libc::SIGTERM);
+    assert_eq!(w.wait_exit(Duration::from_secs(30)).await, Some(0));
+    assert!(
+        stopping.elapsed() < Duration::from_secs(10),
+        "drained slowly"
+    );
+    env.cleanup().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn postgres_restart_mid_proof_loses_nothing() {
     let _serial = SERIAL.lock().await;

@@ -218,7 +218,12 @@ impl Worker {
             if stop.is_cancelled() || broken.is_cancelled() {
                 return Ok(());
             }
-            let broker = self.broker().await?;
+            // A broker that went away is waited for with backoff (`BROKER_PATIENCE`); a SIGTERM
+            // meanwhile must still stop the loop, or the drain would wait out that patience.
+            let broker = tokio::select! {
+                b = self.broker() => b?,
+                _ = stop.cancelled() => return Ok(()),
+            };
             let got = broker
                 .fetch
                 .basic_get(
