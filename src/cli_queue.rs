@@ -225,8 +225,10 @@ async fn wait_for(broker: &Broker, queue: &str, job_id: &str) -> Result<ResultV1
         let delivery = delivery.context("reading the reply queue")?;
         delivery.acker.ack(BasicAckOptions::default()).await?;
         let result = ResultV1::decode(&delivery.data).context("decoding the result")?;
-        // Results may arrive twice (at-least-once): the first one for our job wins.
-        if result.job_id == job_id {
+        // Results may arrive twice (at-least-once): the first one for our job wins. A message
+        // that reused the job id of another payload is answered under its own identity,
+        // naming the id it reused.
+        if result.job_id == job_id || result.reused_job_id.as_deref() == Some(job_id) {
             return Ok(result);
         }
     }
@@ -243,6 +245,9 @@ fn print_result(result: &ResultV1, canary: Option<&CanarySpec>, out: &Path) -> R
         "from_ledger": result.from_ledger,
         "error": result.error,
     });
+    if let Some(reused) = &result.reused_job_id {
+        summary["reused_job_id"] = reused.as_str().into();
+    }
     if let Some(spec) = canary {
         summary["seed"] = spec.seed.into();
     }

@@ -224,8 +224,12 @@ impl Worker {
             Claim::Mismatch => {
                 let e = JobError::new(
                     ErrorKind::DuplicateMismatch,
-                    "job id already used for a different payload",
+                    format!(
+                        "job id {} already used for a different payload; that job is unaffected",
+                        job.job_id
+                    ),
                 );
+                let echo = echo.rejected_duplicate(&decoded.digest);
                 return Outcome::Failed(e, echo, retries);
             }
             Claim::Proved { proof, attempts } => {
@@ -466,6 +470,7 @@ impl Echo {
             status: Status::Ok,
             proof: Some(proof),
             error: None,
+            reused_job_id: self.reused_job_id,
             kind: self.kind,
             registered_proof: self.registered_proof,
             miner_id: self.miner_id,
