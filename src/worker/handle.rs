@@ -18,7 +18,7 @@ use tokio::sync::oneshot;
 use super::health::Verdict;
 use super::lease::LeaseKeeper;
 use super::reply::{self, Echo};
-use super::{jobs, Worker};
+use super::{jobs, NotBegun, Worker};
 use crate::broker::{headers, Broker};
 use crate::gate::Reservation;
 use crate::ledger::{Claim, JobIdentity};
@@ -129,6 +129,7 @@ impl Worker {
         fetched_on: Arc<Broker>,
         delivery: Delivery,
         reservation: Reservation,
+        not_begun: NotBegun,
     ) {
         let _in_flight = InFlight::start(&self.metrics);
         // Copies the worker published itself (retries, put-off or handed-back deliveries)
@@ -145,7 +146,7 @@ impl Worker {
                 .observe(now.saturating_sub(*ts) as f64);
         }
         let started = Instant::now();
-        let outcome = self.process(&delivery, reservation).await;
+        let outcome = self.process(&delivery, reservation, not_begun).await;
         let settled = reply::settle(&self, &delivery, outcome).await;
         finish_delivery(&fetched_on, &delivery, settled).await;
         self.metrics
@@ -155,7 +156,12 @@ impl Worker {
             .set(self.gate.used() as i64);
     }
 
-    async fn process(&self, delivery: &Delivery, reservation: Reservation) -> Outcome {
+    async fn process(
+        &self,
+        delivery: &Delivery,
+        reservation: Reservation,
+        not_begun: NotBegun,
+    ) -> Outcome {
         let retries = headers::attempts(&delivery.properties);
         let message_id = delivery
             .properties
@@ -257,7 +263,7 @@ impl Worker {
             Duration::from_secs(self.cfg.lease.renew_s),
         );
         let outcome = self
-            .prove(&decoded, echo, attempts, retries, reservation)
+            .prove(&decoded, echo, attempts, retries, reservation, not_begun)
             .await;
         lease.release().await;
         outcome
@@ -271,6 +277,7 @@ impl Worker {
         attempts: u32,
         retries: u32,
         reservation: Reservation,
+        not_begun: NotBegun,
     ) -> Outcome {
         let job = &decoded.job;
         let limits = self.cfg.limits.clone();
@@ -316,6 +323,8 @@ impl Worker {
             .await
             .map_err(anyhow::Error::from)
             .and_then(|r| r);
+        // Begun: the pipeline holds it (or refused it); the next job may be fetched.
+        drop(not_begun);
         if let Err(e) = submitted {
             return self.fail(JobError::transient(&e), echo, retries).await;
         }

@@ -24,6 +24,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context, Result};
 use lapin::options::BasicGetOptions;
 use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -74,12 +75,22 @@ pub(crate) struct Worker {
     holder: Holder,
     backend_name: String,
     backend_health: health::BackendHealth,
+    /// One permit per job fetched and not yet begun (`pipeline.prefetch`).
+    not_begun: Arc<Semaphore>,
+}
+
+/// A job fetched and not yet handed to the pipeline, counted against `pipeline.prefetch` until
+/// dropped: when the pipeline takes the job, or when it ends without being proved (answered
+/// from the ledger, put off, failed).
+pub(crate) struct NotBegun {
+    _permit: OwnedSemaphorePermit,
 }
 
 pub async fn run_async(cfg: Config) -> Result<()> {
     cfg.lease.check()?;
     cfg.limits.check()?;
     let exit_when_unhealthy = cfg.pipeline.exit_when_unhealthy()?;
+    let prefetch = cfg.pipeline.prefetch_jobs()?;
     let name = cfg.worker_name();
     let metrics = Arc::new(Metrics::new()?);
     let health = Arc::new(Health::default());
@@ -141,6 +152,7 @@ pub async fn run_async(cfg: Config) -> Result<()> {
         },
         backend_name,
         backend_health: health::BackendHealth::new(cfg.pipeline.max_backend_failures),
+        not_begun: Arc::new(Semaphore::new(prefetch)),
         cfg,
     });
     let largest = worker.fetch_bytes();
@@ -207,6 +219,17 @@ impl Worker {
         let poll = Duration::from_millis(self.cfg.broker.poll_interval_ms.max(10));
         let broken = self.backend_health.broken();
         loop {
+            // Fetch only while fewer than `pipeline.prefetch` fetched jobs wait to begin: what
+            // the pipeline cannot start soon is left in the queue for other workers.
+            let not_begun = tokio::select! {
+                p = self.not_begun.clone().acquire_owned() => {
+                    NotBegun {
+                        _permit: p.context("the prefetch semaphore is never closed")?,
+                    }
+                }
+                _ = stop.cancelled() => return Ok(()),
+                _ = broken.cancelled() => return Ok(()),
+            };
             let reservation = tokio::select! {
                 r = self.gate.reserve(self.fetch_bytes()) => r,
                 _ = stop.cancelled() => return Ok(()),
@@ -235,8 +258,11 @@ impl Worker {
                 Ok(Some(message)) => {
                     let worker = self.clone();
                     let delivery = message.delivery;
-                    tracker
-                        .spawn(async move { worker.handle(broker, delivery, reservation).await });
+                    tracker.spawn(async move {
+                        worker
+                            .handle(broker, delivery, reservation, not_begun)
+                            .await
+                    });
                 }
                 Ok(None) => {
                     drop(reservation);
