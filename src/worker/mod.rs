@@ -1,5 +1,6 @@
-//! `c2q worker`: fetch jobs the memory gate can admit, prove them in the pipeline, publish the
-//! verified result with a broker confirm, and only then ack.
+//! `c2q worker`: fetch jobs the memory gate can admit, no more than `pipeline.prefetch` ahead
+//! of what the pipeline has begun, prove them in the pipeline, publish the verified result with
+//! a broker confirm, and only then ack.
 //!
 //! Shutdown: SIGTERM (or a first SIGINT) stops fetching, lets in-flight jobs finish, publish
 //! and ack, and exits 0. A second SIGINT exits at once; the broker redelivers what was unacked.
