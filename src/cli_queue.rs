@@ -2,13 +2,15 @@
 //! `worker`). Each entry point builds its own runtime, so `main.rs` stays a plain dispatcher.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
 use base64::Engine;
 use futures_util::StreamExt;
-use lapin::options::{BasicAckOptions, BasicConsumeOptions, QueueDeclareOptions};
-use lapin::types::{FieldTable, ShortString};
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, QueueDeclareOptions, QueueDeleteOptions,
+};
+use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::BasicProperties;
 use sha2::{Digest, Sha256};
 
@@ -138,19 +140,11 @@ pub fn submit(args: SubmitArgs) -> Result<()> {
     let job = build_job(&args)?;
     runtime()?.block_on(async move {
         let broker = connect(&config).await?;
+        let timeout = Duration::from_secs(args.timeout);
         let reply_queue = if args.wait {
-            let name = format!("{}.reply.{}", config.broker.prefix, uuid::Uuid::new_v4());
-            let opts = QueueDeclareOptions {
-                exclusive: true,
-                auto_delete: true,
-                ..Default::default()
-            };
-            broker
-                .fetch
-                .queue_declare(&name, opts, FieldTable::default())
-                .await
-                .context("declaring the reply queue")?;
-            Some(name)
+            let reply = ReplyQueue::new(&config.broker.prefix, timeout);
+            reply.declare(&broker).await?;
+            Some(reply)
         } else {
             None
         };
@@ -166,7 +160,7 @@ pub fn submit(args: SubmitArgs) -> Result<()> {
                     .unwrap_or(0),
             );
         if let Some(q) = &reply_queue {
-            props = props.with_reply_to(ShortString::from(q.clone()));
+            props = props.with_reply_to(ShortString::from(q.name.clone()));
         }
         publish_confirmed(
             &broker.publish,
@@ -189,20 +183,21 @@ pub fn submit(args: SubmitArgs) -> Result<()> {
         }
         println!("{}", job.job_id);
         let Some(q) = reply_queue else {
+            broker.close().await;
             return Ok(());
         };
+        let deadline = Instant::now() + timeout;
         let result = tokio::time::timeout(
-            Duration::from_secs(args.timeout),
-            wait_for(&broker, &q, &job.job_id),
+            timeout,
+            wait_for(&config, broker, &q, &job.job_id, deadline),
         )
         .await
-        .context("timed out waiting for the result")??;
+        .with_context(|| format!("timed out waiting for the result of {}", job.job_id))??;
         let out = args
             .out
             .clone()
             .unwrap_or_else(|| PathBuf::from(format!("{}.proof", job.job_id)));
         print_result(&result, job.canary.as_ref(), &out)?;
-        broker.close().await;
         if result.status != Status::Ok {
             bail!("job {} failed", job.job_id);
         }
@@ -210,8 +205,101 @@ pub fn submit(args: SubmitArgs) -> Result<()> {
     })
 }
 
-async fn wait_for(broker: &Broker, queue: &str, job_id: &str) -> Result<ResultV1> {
-    let mut consumer = broker
+/// `c2q submit --wait`'s own reply queue: durable and not exclusive, so that it and a result
+/// in it outlive a broker restart (an exclusive queue is deleted with its connection, and a
+/// result published after that is unroutable). `x-expires` removes it if `submit` never comes
+/// back for it: the wait plus a minute, so it cannot expire while `submit` is reconnecting.
+struct ReplyQueue {
+    name: String,
+    expires: Duration,
+}
+
+impl ReplyQueue {
+    fn new(prefix: &str, wait: Duration) -> ReplyQueue {
+        ReplyQueue {
+            name: format!("{prefix}.reply.{}", uuid::Uuid::new_v4()),
+            expires: wait.saturating_add(Duration::from_secs(60)),
+        }
+    }
+
+    /// Idempotent: every reconnection declares it again with the same arguments.
+    async fn declare(&self, broker: &Broker) -> Result<()> {
+        let mut args = FieldTable::default();
+        let expires_ms = i64::try_from(self.expires.as_millis()).unwrap_or(i64::MAX);
+        args.insert("x-expires".into(), AMQPValue::LongLongInt(expires_ms));
+        let opts = QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        };
+        broker
+            .fetch
+            .queue_declare(&self.name, opts, args)
+            .await
+            .with_context(|| format!("declaring the reply queue {}", self.name))?;
+        Ok(())
+    }
+
+    /// Best effort: what is left behind expires by itself.
+    async fn delete(&self, broker: &Broker) {
+        let deleted = broker
+            .fetch
+            .queue_delete(&self.name, QueueDeleteOptions::default())
+            .await;
+        if let Err(e) = deleted {
+            eprintln!(
+                "could not delete the reply queue {} ({e}); it expires by itself",
+                self.name
+            );
+        }
+    }
+}
+
+/// How one stretch of waiting on one connection ended, short of an error that reconnecting
+/// cannot mend.
+enum Waited {
+    Answer(Box<ResultV1>),
+    /// The connection or the consumer went away (a broker restart, say): reconnect.
+    BrokerLost(anyhow::Error),
+}
+
+/// Wait for the answer to `job_id` on `reply`, reconnecting with backoff whenever the broker
+/// goes away, until `deadline`; the reply queue is deleted once the answer is read.
+async fn wait_for(
+    config: &Config,
+    first: Broker,
+    reply: &ReplyQueue,
+    job_id: &str,
+    deadline: Instant,
+) -> Result<ResultV1> {
+    let mut broker = first;
+    loop {
+        match consume_reply(&broker, &reply.name, job_id).await? {
+            Waited::Answer(result) => {
+                reply.delete(&broker).await;
+                broker.close().await;
+                return Ok(*result);
+            }
+            Waited::BrokerLost(e) => {
+                eprintln!("lost the broker while waiting for {job_id} ({e:#}); reconnecting");
+            }
+        }
+        broker = Broker::connect_with_backoff(
+            &config.broker,
+            config.retry.max_retries,
+            "c2q-cli",
+            deadline.saturating_duration_since(Instant::now()),
+        )
+        .await
+        .context("RabbitMQ stayed unreachable while waiting for the result")?;
+        reply.declare(&broker).await?;
+        eprintln!("reconnected; still waiting for {job_id}");
+    }
+}
+
+/// Consume the reply queue on `broker` until the answer to `job_id` arrives or the connection
+/// goes away.
+async fn consume_reply(broker: &Broker, queue: &str, job_id: &str) -> Result<Waited> {
+    let consumer = broker
         .fetch
         .basic_consume(
             queue,
@@ -219,18 +307,39 @@ async fn wait_for(broker: &Broker, queue: &str, job_id: &str) -> Result<ResultV1
             BasicConsumeOptions::default(),
             FieldTable::default(),
         )
-        .await
-        .context("consuming the reply queue")?;
+        .await;
+    let mut consumer = match consumer {
+        Ok(c) => c,
+        Err(e) => {
+            return Ok(Waited::BrokerLost(
+                anyhow::Error::new(e).context("consuming the reply queue"),
+            ))
+        }
+    };
     while let Some(delivery) = consumer.next().await {
-        let delivery = delivery.context("reading the reply queue")?;
-        delivery.acker.ack(BasicAckOptions::default()).await?;
+        let delivery = match delivery {
+            Ok(d) => d,
+            Err(e) => {
+                return Ok(Waited::BrokerLost(
+                    anyhow::Error::new(e).context("reading the reply queue"),
+                ))
+            }
+        };
         let result = ResultV1::decode(&delivery.data).context("decoding the result")?;
-        // Results may arrive twice (at-least-once): the first one for our job wins.
-        if result.job_id == job_id {
-            return Ok(result);
+        if let Err(e) = delivery.acker.ack(BasicAckOptions::default()).await {
+            // Kept all the same: it is in hand, and the queue is deleted once it is used.
+            eprintln!("could not ack a result ({e}); going on");
+        }
+        // Results may arrive twice (at-least-once): the first one for our job wins. A message
+        // that reused the job id of another payload is answered under its own identity,
+        // naming the id it reused.
+        if result.job_id == job_id || result.reused_job_id.as_deref() == Some(job_id) {
+            return Ok(Waited::Answer(Box::new(result)));
         }
     }
-    bail!("the reply queue was closed")
+    Ok(Waited::BrokerLost(anyhow::anyhow!(
+        "the broker ended the consumer of the reply queue"
+    )))
 }
 
 /// `canary`: the spec of a canary job, whose seed verifying the proof needs.
@@ -243,6 +352,9 @@ fn print_result(result: &ResultV1, canary: Option<&CanarySpec>, out: &Path) -> R
         "from_ledger": result.from_ledger,
         "error": result.error,
     });
+    if let Some(reused) = &result.reused_job_id {
+        summary["reused_job_id"] = reused.as_str().into();
+    }
     if let Some(spec) = canary {
         summary["seed"] = spec.seed.into();
     }

@@ -168,6 +168,12 @@ pub struct PipelineConfig {
     /// (non-zero, so systemd's `Restart=on-failure` starts it again with a fresh GPU context)
     /// or `stay` (up, `/readyz` 503, until an operator restarts it).
     pub on_unhealthy: String,
+    /// Jobs this worker holds fetched but not yet begun (handed to the pipeline), at most;
+    /// default: the partitions the pipeline keeps in flight (`2 × GPUs + 1`). The memory gate
+    /// alone would fetch every job its budget admits: dozens of small jobs could then wait
+    /// behind one long proof while other workers idle, and a worker that dies would strand
+    /// them all until their leases lapse. At least 1.
+    pub prefetch: Option<usize>,
     /// Test-only fault injection: `backend-error` makes every proving start fail;
     /// `kill-after-publish` sends SIGKILL to the worker itself between the confirmed publish
     /// of a result and the ack of its job.
@@ -203,6 +209,17 @@ impl PipelineConfig {
         (2 * self.devices.len().max(1) + 1) as u64
     }
 
+    /// `prefetch`, or its default: jobs fetched and not yet begun that the worker holds.
+    pub fn prefetch_jobs(&self) -> Result<usize> {
+        match self.prefetch {
+            Some(0) => bail!(
+                "pipeline.prefetch must be at least 1 (a worker that may fetch no job proves none)"
+            ),
+            Some(n) => Ok(n),
+            None => Ok(self.partitions_in_flight() as usize),
+        }
+    }
+
     /// Whether a worker with a broken backend exits (after handing its jobs back).
     pub fn exit_when_unhealthy(&self) -> Result<bool> {
         match self.on_unhealthy.as_str() {
@@ -223,6 +240,7 @@ impl Default for PipelineConfig {
             finalizer_threads: 1,
             max_backend_failures: 3,
             on_unhealthy: "exit".into(),
+            prefetch: None,
             fault: None,
         }
     }
@@ -390,6 +408,24 @@ mod tests {
             };
             assert!(l.check().is_err(), "renew_s {renew_s}");
         }
+    }
+
+    #[test]
+    fn prefetch_defaults_to_the_partitions_in_flight_and_is_never_zero() {
+        let one_gpu = PipelineConfig::default();
+        assert_eq!(one_gpu.prefetch_jobs().unwrap(), 3);
+        let two_gpus = PipelineConfig {
+            devices: vec![0, 1],
+            ..PipelineConfig::default()
+        };
+        assert_eq!(two_gpus.prefetch_jobs().unwrap(), 5);
+        let set = |prefetch| PipelineConfig {
+            prefetch: Some(prefetch),
+            ..PipelineConfig::default()
+        };
+        assert_eq!(set(1).prefetch_jobs().unwrap(), 1);
+        let err = set(0).prefetch_jobs().unwrap_err().to_string();
+        assert!(err.contains("pipeline.prefetch"), "{err}");
     }
 
     #[test]

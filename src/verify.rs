@@ -285,6 +285,7 @@ mod tests {
                 kind: ErrorKind::MalformedC1,
                 message: "bad".into(),
             }),
+            reused_job_id: None,
             kind: "porep-c2".into(),
             registered_proof: "StackedDrg2KiBV1_1".into(),
             miner_id: 1000,

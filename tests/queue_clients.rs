@@ -54,6 +54,18 @@ async fn python_producer_and_c2q_submit_get_proofs_that_filecoin_proofs_accepts(
         common::verify_seal(&sealed, &proof),
         "verify_seal rejected the proof"
     );
+    // Its reply queue is durable (to outlive a broker restart): it deletes it once it has
+    // the result.
+    let queues = Command::new("rabbitmqctl")
+        .args(["-q", "list_queues", "name"])
+        .output()
+        .expect("rabbitmqctl");
+    let queues = String::from_utf8_lossy(&queues.stdout);
+    let reply = format!("{}.reply.", env.prefix);
+    assert!(
+        !queues.lines().any(|q| q.starts_with(&reply)),
+        "the producer left its reply queue behind: {queues}"
+    );
 
     // The same sector through `c2q submit` in the Commit2In envelope: the default job id is
     // derived from the C1 as the Python producer derives it, so it is answered from the ledger.

@@ -122,11 +122,28 @@ async fn duplicates_are_answered_from_the_ledger_and_reused_ids_rejected() {
     let row = wait_row(&ledger, "dup-1", T, |r| r.status == "published").await;
     assert_eq!(row.proofs_computed, 1);
 
-    // Same id, different payload: invalid input.
+    // Same id, different payload: rejected, with a result of the rejected message's own
+    // identity, so that a consumer deduplicating by job_id never sees `failed` for dup-1.
+    // Read as a consumer written from the schema reads it: a map of named fields.
     publish_job(&b, &canary_job("dup-1", 2, 8)).await;
-    let third = result_for(&b, "dup-1", T).await;
-    assert_eq!(third.status, Status::Failed);
-    assert_eq!(third.error.unwrap().kind, ErrorKind::DuplicateMismatch);
+    let reply = next_message(&b, &b.names.results(), T)
+        .await
+        .expect("the rejection's result");
+    let third: serde_json::Value = rmp_serde::from_slice(&reply.data).unwrap();
+    assert_eq!(third["status"], "failed", "{third}");
+    assert_eq!(third["error"]["kind"], "duplicate_mismatch", "{third}");
+    let rejected_id = third["job_id"].as_str().unwrap().to_string();
+    assert_ne!(rejected_id, "dup-1", "{third}");
+    assert!(rejected_id.starts_with("dup-1@"), "{third}");
+    assert_eq!(third["reused_job_id"], "dup-1", "{third}");
+    assert_eq!(
+        reply
+            .properties
+            .correlation_id()
+            .as_ref()
+            .map(|s| s.as_str()),
+        Some(rejected_id.as_str())
+    );
     let dead = next_message(&b, &b.names.dlq(), T)
         .await
         .expect("dead letter");
@@ -134,6 +151,34 @@ async fn duplicates_are_answered_from_the_ledger_and_reused_ids_rejected() {
         c2q::broker::headers::get_str(&dead.properties, "x-c2q-reason").as_deref(),
         Some("duplicate_mismatch")
     );
+    // The same rejected message again: the same identity (its repeats deduplicate too).
+    publish_job(&b, &canary_job("dup-1", 2, 8)).await;
+    let again = next_result(&b, T).await;
+    assert_eq!(again.job_id, rejected_id);
+    // `c2q submit --wait` reusing the id recognizes the rejection as its answer.
+    let (ok, out, err) = c2q_cli(
+        &env,
+        &[
+            "submit",
+            "--canary",
+            "--partitions",
+            "2",
+            "--seed",
+            "9",
+            "--miner",
+            "1000",
+            "--sector",
+            "1",
+            "--job-id",
+            "dup-1",
+            "--wait",
+            "--timeout",
+            "60",
+        ],
+    );
+    assert!(!ok, "{out}{err}");
+    assert!(out.contains("\"duplicate_mismatch\""), "{out}{err}");
+    assert!(out.contains("\"reused_job_id\": \"dup-1\""), "{out}{err}");
     // The original proof is untouched.
     let row = ledger.get("dup-1").await.unwrap().unwrap();
     assert!(row.has_proof);

@@ -131,3 +131,46 @@ async fn health_and_ledger_answers_flow_while_proofs_compute() {
     wait_row(&ledger, "resp-long", T, |r| r.status == "published").await;
     env.cleanup().await;
 }
+
+/// A worker holds at most `pipeline.prefetch` jobs it fetched and has not begun: while one long
+/// job proves, the jobs queued after it stay in the queue for other workers (and would not be
+/// stranded by this worker's death), however many its memory budget would admit.
+#[tokio::test(flavor = "multi_thread")]
+async fn jobs_the_pipeline_cannot_begin_soon_stay_in_the_queue() {
+    let env = Env::new("prefetch");
+    let mut cfg = env.config.clone();
+    // Room for dozens of canaries: only the prefetch bound (its default, 3 with one GPU)
+    // holds them back.
+    cfg.gate.budget_bytes = Some(16 << 30);
+    let w = env.spawn_worker_with("w", &cfg);
+    let b = env.broker().await;
+    publish_job(&b, &canary_job("pf-long", 64, 41)).await;
+    w.wait_log("partition proved\",\"job_id\":\"pf-long", T)
+        .await;
+    let ids: Vec<String> = (0..12).map(|i| format!("pf-{i}")).collect();
+    for (seed, id) in (50..).zip(&ids) {
+        publish_job(&b, &canary_job(id, 1, seed)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let left = depth(&b, &b.names.jobs_queue()).await;
+    let ledger = env.ledger().await;
+    assert_eq!(
+        ledger.get("pf-long").await.unwrap().unwrap().status,
+        "running",
+        "measured while the long job proves"
+    );
+    // Taken behind the long job: one the pipeline has queued (begun) and the 3 fetched that
+    // wait to begin; one more of slack for a job handed on in the meantime.
+    assert!(
+        left >= ids.len() as u32 - 5,
+        "the worker took {} of {} queued jobs",
+        ids.len() as u32 - left,
+        ids.len()
+    );
+    let mut all: Vec<&str> = ids.iter().map(String::as_str).collect();
+    all.push("pf-long");
+    for r in results_of(&b, &all, T).await {
+        assert_eq!(r.status, Status::Ok, "{r:?}");
+    }
+    env.cleanup().await;
+}

@@ -87,6 +87,200 @@ async fn rabbitmq_restart_mid_proof_loses_nothing() {
     env.cleanup().await;
 }
 
+/// The worker's `c2q_jobs_in_flight` gauge, read from `/metrics`.
+async fn jobs_in_flight(addr: &str) -> Option<i64> {
+    let (_, metrics) = http_get(addr, "/metrics").await;
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("c2q_jobs_in_flight "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// A broker blip while a job proves: the job is still published and recorded, its delivery
+/// (whose channel died with the old connection) is settled by the redelivery the ledger
+/// answers, the in-flight gauge comes back to 0, and SIGTERM then drains at once instead of
+/// waiting on an ack that the dead connection will never send.
+#[tokio::test(flavor = "multi_thread")]
+async fn drain_after_a_broker_blip_mid_proof_is_prompt() {
+    let _serial = SERIAL.lock().await;
+    let env = Env::new("blip");
+    let mut w = env.spawn_worker("w");
+    let addr = w.telemetry_addr().await;
+    let b = env.broker().await;
+    publish_job(&b, &canary_job("blip-1", 64, 71)).await;
+    w.wait_log("partition proved", T).await;
+    b.close().await;
+    {
+        let _guard = RabbitGuard;
+        run("rabbitmqctl", &["stop_app"]);
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        run("rabbitmqctl", &["start_app"]);
+    }
+    wait_until("RabbitMQ", rabbit_up).await;
+    let b = env.broker().await;
+    // The proof, and the answer to the redelivery of the job the broker took back when the
+    // connection closed (from the ledger, or put off while the first was still publishing).
+    let results = results_for(&b, "blip-1", 2, T).await;
+    for r in &results {
+        assert_eq!(r.status, Status::Ok, "{r:?}");
+        assert_eq!(r.proof, results[0].proof);
+    }
+    let ledger = env.ledger().await;
+    let row = wait_row(&ledger, "blip-1", T, |r| r.status == "published").await;
+    assert_eq!(row.proofs_computed, 1, "proved once");
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let n = jobs_in_flight(&addr).await;
+        if n == Some(0) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "c2q_jobs_in_flight stayed at {n:?}; log:\n{}",
+            w.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let stopping = Instant::now();
+    w.signal(libc::SIGTERM);
+    assert_eq!(w.wait_exit(Duration::from_secs(30)).await, Some(0));
+    assert!(
+        stopping.elapsed() < Duration::from_secs(10),
+        "drained slowly"
+    );
+    env.cleanup().await;
+}
+
+/// A client process whose stdout and stderr go to files in the test's directory.
+struct Client {
+    child: std::process::Child,
+    name: &'static str,
+    out: std::path::PathBuf,
+    err: std::path::PathBuf,
+}
+
+impl Client {
+    fn spawn(env: &Env, name: &'static str, mut cmd: Command) -> Client {
+        let out = env.dir.path().join(format!("{name}.out"));
+        let err = env.dir.path().join(format!("{name}.err"));
+        let child = cmd
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        Client {
+            child,
+            name,
+            out,
+            err,
+        }
+    }
+
+    /// Wait for exit: `(success, stdout, stderr)`.
+    async fn finish(mut self, timeout: Duration) -> (bool, String, String) {
+        let deadline = Instant::now() + timeout;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!(
+                    "{} still waiting after {timeout:?}: {}",
+                    self.name,
+                    std::fs::read_to_string(&self.err).unwrap_or_default()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        (
+            status.success(),
+            std::fs::read_to_string(&self.out).unwrap_or_default(),
+            std::fs::read_to_string(&self.err).unwrap_or_default(),
+        )
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// `c2q submit --wait` and the Python example producer keep waiting through a broker restart:
+/// they reconnect, and their reply queues (durable, unlike an exclusive one) keep the results
+/// published to them. Both delete their reply queue once they have their result.
+#[tokio::test(flavor = "multi_thread")]
+async fn waiting_clients_get_their_results_through_a_broker_restart() {
+    let _serial = SERIAL.lock().await;
+    let env = Env::new("waitrmq");
+    let w = env.spawn_worker("w");
+    let cfg = env.write_config("cli", &env.config);
+    let mut submit = Command::new(c2q_bin());
+    submit
+        .args(["submit", "--canary", "--partitions", "64", "--seed", "81"])
+        .args(["--miner", "1000", "--sector", "1", "--job-id", "wait-cli"])
+        .args(["--wait", "--timeout", "170", "--config"])
+        .arg(&cfg)
+        .arg("--out")
+        .arg(env.dir.path().join("cli.proof"));
+    let cli = Client::spawn(&env, "c2q-submit", submit);
+    let mut producer = Command::new("python3");
+    producer
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/ops/examples/producer.py"
+        ))
+        .args([
+            "--canary", "64", "--seed", "82", "--miner", "1000", "--sector", "2",
+        ])
+        .args([
+            "--job-id",
+            "wait-py",
+            "--wait",
+            "--timeout",
+            "170",
+            "--prefix",
+        ])
+        .arg(&env.prefix)
+        .arg("--out")
+        .arg(env.dir.path().join("py.proof"));
+    let py = Client::spawn(&env, "producer.py", producer);
+    w.wait_log("partition proved", T).await;
+    {
+        let _guard = RabbitGuard;
+        run("rabbitmqctl", &["stop_app"]);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        run("rabbitmqctl", &["start_app"]);
+    }
+    wait_until("RabbitMQ", rabbit_up).await;
+    for (client, id) in [(cli, "wait-cli"), (py, "wait-py")] {
+        let name = client.name;
+        let (ok, out, err) = client.finish(T).await;
+        assert!(ok, "{name}: {out}{err}");
+        assert!(out.contains(id), "{name}: {out}");
+        assert!(
+            out.contains("\"status\": \"ok\"") || out.contains("\"status\":\"ok\""),
+            "{name}: {out}"
+        );
+        assert!(
+            err.contains("reconnecting"),
+            "{name} never lost its broker: {err}"
+        );
+    }
+    let queues = run("rabbitmqctl", &["-q", "list_queues", "name"]);
+    let reply = format!("{}.reply.", env.prefix);
+    assert!(
+        !queues.lines().any(|q| q.starts_with(&reply)),
+        "a reply queue was left behind: {queues}"
+    );
+    env.cleanup().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn postgres_restart_mid_proof_loses_nothing() {
     let _serial = SERIAL.lock().await;

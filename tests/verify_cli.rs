@@ -93,6 +93,7 @@ fn porep_result(proof: &[u8], sector: u64) -> ResultV1 {
         status: Status::Ok,
         proof: Some(proof.to_vec()),
         error: None,
+        reused_job_id: None,
         kind: "porep-c2".into(),
         registered_proof: "StackedDrg2KiBV1_1".into(),
         miner_id: MINER,

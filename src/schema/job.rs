@@ -198,10 +198,13 @@ pub fn validate(job: JobV1, limits: &Limits) -> Result<DecodedJob, JobError> {
     Ok(DecodedJob { job, c1, digest })
 }
 
+/// The longest job id accepted.
+pub const MAX_JOB_ID_LEN: usize = 128;
+
 /// Job ids end up in AMQP headers, SQL rows and file names: keep them short and plain.
 fn validate_id(id: &str) -> Result<(), JobError> {
     let ok = !id.is_empty()
-        && id.len() <= 128
+        && id.len() <= MAX_JOB_ID_LEN
         && id
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c));
@@ -429,7 +432,8 @@ mod tests {
     }
 
     /// The published contract (`schemas/job.v1.schema.json`) states the limits the worker
-    /// enforces: canary partitions, miner ids and sector numbers.
+    /// enforces: canary partitions, miner ids and sector numbers, the job id's form, and the
+    /// configurable limits' defaults (`x-c2q-limits`).
     #[test]
     fn the_job_schema_states_the_limits_the_worker_enforces() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/schemas/job.v1.schema.json");
@@ -453,6 +457,61 @@ mod tests {
             props["sector_number"]["maximum"],
             crate::porep::MAX_SECTOR_NUMBER
         );
+
+        let job_id = &props["job_id"];
+        assert_eq!(job_id["maxLength"], MAX_JOB_ID_LEN as u64);
+        assert_eq!(
+            job_id["pattern"],
+            format!("^[A-Za-z0-9._:-]{{1,{MAX_JOB_ID_LEN}}}$")
+        );
+        let longest = "j".repeat(MAX_JOB_ID_LEN);
+        assert!(validate_id(&longest).is_ok());
+        assert!(validate_id(&format!("{longest}j")).is_err());
+        assert!(validate_id("a@b").is_err(), "the pattern has no '@'");
+
+        let stated = &schema["x-c2q-limits"];
+        let limits = Limits::default();
+        let broker = crate::config::BrokerConfig::default();
+        let retry = crate::config::RetryConfig::default();
+        for (name, worker) in [
+            ("max_message_bytes", limits.max_message_bytes),
+            ("max_c1_bytes", limits.max_c1_bytes),
+            ("max_sector_size", limits.max_sector_size),
+            (
+                "max_canary_partitions",
+                u64::from(limits.max_canary_partitions),
+            ),
+            ("delivery_limit", u64::from(broker.delivery_limit)),
+            ("max_retries", u64::from(retry.max_retries)),
+        ] {
+            assert_eq!(stated[name], worker, "x-c2q-limits.{name}");
+        }
+        let documented: Vec<&String> = stated
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| *k != "description")
+            .collect();
+        assert_eq!(
+            documented.len(),
+            6,
+            "a limit stated but not checked: {documented:?}"
+        );
+        // The contract's README gives the same defaults in words.
+        let readme = concat!(env!("CARGO_MANIFEST_DIR"), "/schemas/README.md");
+        let readme = std::fs::read_to_string(readme).unwrap();
+        for row in [
+            "| job message size | 64 MiB | `limits.max_message_bytes`",
+            "| decompressed C1 (`phase1_output`) | 192 MiB | `limits.max_c1_bytes`",
+            "| sector size | 64 GiB | `limits.max_sector_size`",
+            "| transient retries | 5 | `retry.max_retries`",
+        ] {
+            assert!(readme.contains(row), "schemas/README.md lacks {row:?}");
+        }
+        assert_eq!(limits.max_message_bytes, 64 * 1024 * 1024);
+        assert_eq!(limits.max_c1_bytes, 192 * 1024 * 1024);
+        assert_eq!(limits.max_sector_size, 64 << 30);
+        assert_eq!(broker.delivery_limit, 5);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The result message, version 1 (`schemas/result.v1.schema.json`). Consumers may see a result
-//! twice (at-least-once delivery) and must deduplicate by `job_id`.
+//! twice (at-least-once delivery) and must deduplicate by `job_id`; a message rejected as a
+//! `duplicate_mismatch` is answered under an identity of its own ([`rejected_duplicate_id`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -46,6 +47,11 @@ pub struct ResultV1 {
     pub proof: Option<Vec<u8>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorInfo>,
+    /// `duplicate_mismatch` only: the job id the rejected message reused. The result's own
+    /// `job_id` is then the message's identity (see `schemas/README.md`), so that consumers
+    /// deduplicating by `job_id` never take the rejection for that job's result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reused_job_id: Option<String>,
     /// Echo of the job (empty / zero when the job did not decode).
     pub kind: String,
     pub registered_proof: String,
@@ -65,6 +71,13 @@ pub struct ResultV1 {
     pub timings_origin_ms: u64,
 }
 
+/// The `job_id` of the result answering a message rejected as `duplicate_mismatch`: the job id it
+/// reused and the start of its payload digest, joined by `@`, which no job id contains, so it
+/// can never be taken for the result of a job; the same for every copy of that message.
+pub fn rejected_duplicate_id(reused_job_id: &str, digest: &[u8; 32]) -> String {
+    format!("{reused_job_id}@{}", hex::encode(&digest[..8]))
+}
+
 impl ResultV1 {
     pub fn encode(&self) -> anyhow::Result<Vec<u8>> {
         Ok(rmp_serde::to_vec_named(self)?)
@@ -72,5 +85,51 @@ impl ResultV1 {
 
     pub fn decode(bytes: &[u8]) -> anyhow::Result<Self> {
         Ok(rmp_serde::from_slice(bytes)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rejected_duplicate_has_an_identity_no_job_can_have() {
+        let id = rejected_duplicate_id("dup-1", &[0xab; 32]);
+        assert_eq!(id, "dup-1@abababababababab");
+        let job = crate::schema::JobV1 {
+            v: 1,
+            job_id: id,
+            kind: crate::schema::JobKind::Canary,
+            registered_proof: "canary".into(),
+            miner_id: 1,
+            sector_number: 1,
+            phase1_output: vec![],
+            canary: Some(crate::schema::CanarySpec {
+                partitions: 1,
+                seed: 1,
+            }),
+        };
+        let encoded = crate::schema::job::encode(&job).unwrap();
+        let e = crate::schema::job::decode_message(&encoded, &crate::schema::Limits::default())
+            .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Undecodable, "{e}");
+    }
+
+    /// The contract's example of a rejected duplicate reads as a result whose identity is the
+    /// one the worker gives such a message.
+    #[test]
+    fn the_duplicate_mismatch_example_follows_the_contract() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/schemas/examples/result.duplicate_mismatch.json"
+        );
+        let example: ResultV1 =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        assert_eq!(example.error.unwrap().kind, ErrorKind::DuplicateMismatch);
+        let reused = example.reused_job_id.unwrap();
+        let (id, digest) = example.job_id.split_once('@').unwrap();
+        assert_eq!(id, reused);
+        assert_eq!(digest.len(), 16);
+        assert!(digest.chars().all(|c| c.is_ascii_hexdigit()));
     }
 }

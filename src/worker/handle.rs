@@ -10,6 +10,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use anyhow::Context;
 use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions};
 use tokio::sync::oneshot;
@@ -17,7 +18,7 @@ use tokio::sync::oneshot;
 use super::health::Verdict;
 use super::lease::LeaseKeeper;
 use super::reply::{self, Echo};
-use super::{jobs, Worker};
+use super::{jobs, NotBegun, Worker};
 use crate::broker::{headers, Broker};
 use crate::gate::Reservation;
 use crate::ledger::{Claim, JobIdentity};
@@ -25,6 +26,7 @@ use crate::pipeline::{PartitionDone, Stage, StageError, Submission};
 use crate::schema::{
     self, DecodedJob, ErrorKind, JobError, JobKind, PartitionTiming, ResultV1, Status,
 };
+use crate::telemetry::Metrics;
 
 /// How a delivery ends.
 pub(super) enum Outcome {
@@ -42,14 +44,94 @@ pub(super) enum Outcome {
     Poison { job_id: String, returns: u32 },
 }
 
+/// The longest an ack or a nack may take. Neither waits for an answer from the broker (AMQP has
+/// none for them): they only have to be handed to the connection, so this is generous. It
+/// bounds the case where the connection dies between the check of its channel and the ack.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A delivery counted in `c2q_jobs_in_flight` from its fetch until this is dropped, on every
+/// way out of `handle` (a panic included), so no path can leave the gauge up.
+struct InFlight(Arc<Metrics>);
+
+impl InFlight {
+    fn start(metrics: &Arc<Metrics>) -> InFlight {
+        metrics.jobs_in_flight.inc();
+        InFlight(metrics.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.jobs_in_flight.dec();
+    }
+}
+
+/// Ack the delivery once its job is settled, or hand it back (nack with requeue) when it could
+/// not be, on the channel it came from.
+///
+/// Not when that channel is gone (a broker restart, a consumer timeout): the broker took the
+/// delivery back when the channel closed and delivers it again, and the ledger answers it. An
+/// ack on a dead connection's delivery would never complete: lapin hands it to the connection's
+/// I/O loop, which has stopped, and its promise is never resolved. Waiting on it kept the task,
+/// and with it the drain on SIGTERM, waiting forever.
+async fn finish_delivery(fetched_on: &Broker, delivery: &Delivery, settled: anyhow::Result<()>) {
+    let channel_alive = fetched_on.fetch.status().connected();
+    match settled {
+        Ok(()) if !channel_alive => tracing::warn!(
+            "the job's channel closed before its ack (the broker restarted or timed the \
+             delivery out): the broker delivers it again and the ledger answers it"
+        ),
+        Ok(()) => {
+            if let Err(e) = bounded(delivery.acker.ack(BasicAckOptions::default())).await {
+                tracing::warn!(
+                    error = format!("{e:#}"),
+                    "ack failed; the job will be redelivered and answered from the ledger"
+                );
+            }
+        }
+        Err(e) => {
+            tracing::error!(
+                error = format!("{e:#}"),
+                "could not settle the job; handing it back"
+            );
+            if !channel_alive {
+                return;
+            }
+            let requeue = BasicNackOptions {
+                requeue: true,
+                ..Default::default()
+            };
+            if let Err(e) = bounded(delivery.acker.nack(requeue)).await {
+                tracing::warn!(
+                    error = format!("{e:#}"),
+                    "hand-back failed; the broker returns the job when the channel closes"
+                );
+            }
+        }
+    }
+}
+
+/// An ack or nack, given up after [`SETTLE_TIMEOUT`].
+async fn bounded(
+    settle: impl std::future::Future<Output = lapin::Result<()>>,
+) -> anyhow::Result<()> {
+    match tokio::time::timeout(SETTLE_TIMEOUT, settle).await {
+        Ok(done) => done.context("the broker connection refused it"),
+        Err(_) => Err(anyhow::anyhow!(
+            "not handed to the connection within {SETTLE_TIMEOUT:?} (it is probably gone)"
+        )),
+    }
+}
+
 impl Worker {
     pub(super) async fn handle(
         self: Arc<Self>,
         fetched_on: Arc<Broker>,
         delivery: Delivery,
         reservation: Reservation,
+        not_begun: NotBegun,
     ) {
-        self.metrics.jobs_in_flight.inc();
+        let _in_flight = InFlight::start(&self.metrics);
         // Copies the worker published itself (retries, put-off or handed-back deliveries)
         // keep the job's first timestamp: counting them again would report time spent in a
         // delay queue or being proved elsewhere as time waiting for a worker.
@@ -64,38 +146,22 @@ impl Worker {
                 .observe(now.saturating_sub(*ts) as f64);
         }
         let started = Instant::now();
-        let outcome = self.process(&delivery, reservation).await;
+        let outcome = self.process(&delivery, reservation, not_begun).await;
         let settled = reply::settle(&self, &delivery, outcome).await;
-        match settled {
-            Ok(()) => {
-                if let Err(e) = delivery.acker.ack(BasicAckOptions::default()).await {
-                    // Typically the channel was closed under us (consumer timeout, broker
-                    // restart): the broker redelivers and the ledger answers.
-                    tracing::warn!(error = %e, "ack failed; the job will be redelivered and answered from the ledger");
-                }
-            }
-            Err(e) => {
-                tracing::error!(
-                    error = format!("{e:#}"),
-                    "could not settle the job; handing it back"
-                );
-                let requeue = BasicNackOptions {
-                    requeue: true,
-                    ..Default::default()
-                };
-                let _ = delivery.acker.nack(requeue).await;
-            }
-        }
+        finish_delivery(&fetched_on, &delivery, settled).await;
         self.metrics
             .observe_ms("total", started.elapsed().as_millis() as u64);
-        self.metrics.jobs_in_flight.dec();
         self.metrics
             .gate_reserved_bytes
             .set(self.gate.used() as i64);
-        drop(fetched_on);
     }
 
-    async fn process(&self, delivery: &Delivery, reservation: Reservation) -> Outcome {
+    async fn process(
+        &self,
+        delivery: &Delivery,
+        reservation: Reservation,
+        not_begun: NotBegun,
+    ) -> Outcome {
         let retries = headers::attempts(&delivery.properties);
         let message_id = delivery
             .properties
@@ -164,8 +230,12 @@ impl Worker {
             Claim::Mismatch => {
                 let e = JobError::new(
                     ErrorKind::DuplicateMismatch,
-                    "job id already used for a different payload",
+                    format!(
+                        "job id {} already used for a different payload; that job is unaffected",
+                        job.job_id
+                    ),
                 );
+                let echo = echo.rejected_duplicate(&decoded.digest);
                 return Outcome::Failed(e, echo, retries);
             }
             Claim::Proved { proof, attempts } => {
@@ -193,7 +263,7 @@ impl Worker {
             Duration::from_secs(self.cfg.lease.renew_s),
         );
         let outcome = self
-            .prove(&decoded, echo, attempts, retries, reservation)
+            .prove(&decoded, echo, attempts, retries, reservation, not_begun)
             .await;
         lease.release().await;
         outcome
@@ -207,6 +277,7 @@ impl Worker {
         attempts: u32,
         retries: u32,
         reservation: Reservation,
+        not_begun: NotBegun,
     ) -> Outcome {
         let job = &decoded.job;
         let limits = self.cfg.limits.clone();
@@ -263,6 +334,8 @@ impl Worker {
             .await
             .map_err(anyhow::Error::from)
             .and_then(|r| r);
+        // Begun: the pipeline holds it (or refused it); the next job may be fetched.
+        drop(not_begun);
         if let Err(e) = submitted {
             return self.fail(JobError::transient(&e), echo, retries).await;
         }
@@ -417,6 +490,7 @@ impl Echo {
             status: Status::Ok,
             proof: Some(proof),
             error: None,
+            reused_job_id: self.reused_job_id,
             kind: self.kind,
             registered_proof: self.registered_proof,
             miner_id: self.miner_id,

@@ -1,5 +1,6 @@
-//! `c2q worker`: fetch jobs the memory gate can admit, prove them in the pipeline, publish the
-//! verified result with a broker confirm, and only then ack.
+//! `c2q worker`: fetch jobs the memory gate can admit, no more than `pipeline.prefetch` ahead
+//! of what the pipeline has begun, prove them in the pipeline, publish the verified result with
+//! a broker confirm, and only then ack.
 //!
 //! Shutdown: SIGTERM (or a first SIGINT) stops fetching, lets in-flight jobs finish, publish
 //! and ack, and exits 0. A second SIGINT exits at once; the broker redelivers what was unacked.
@@ -24,6 +25,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context, Result};
 use lapin::options::BasicGetOptions;
 use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -74,6 +76,15 @@ pub(crate) struct Worker {
     holder: Holder,
     backend_name: String,
     backend_health: health::BackendHealth,
+    /// One permit per job fetched and not yet begun (`pipeline.prefetch`).
+    not_begun: Arc<Semaphore>,
+}
+
+/// A job fetched and not yet handed to the pipeline, counted against `pipeline.prefetch` until
+/// dropped: when the pipeline takes the job, or when it ends without being proved (answered
+/// from the ledger, put off, failed).
+pub(crate) struct NotBegun {
+    _permit: OwnedSemaphorePermit,
 }
 
 pub async fn run_async(cfg: Config) -> Result<()> {
@@ -81,6 +92,7 @@ pub async fn run_async(cfg: Config) -> Result<()> {
     cfg.limits.check()?;
     crate::params::startup_check(&cfg.params.proofs, &crate::porep::params::params_dir())?;
     let exit_when_unhealthy = cfg.pipeline.exit_when_unhealthy()?;
+    let prefetch = cfg.pipeline.prefetch_jobs()?;
     let name = cfg.worker_name();
     let metrics = Arc::new(Metrics::new()?);
     let health = Arc::new(Health::default());
@@ -142,6 +154,7 @@ pub async fn run_async(cfg: Config) -> Result<()> {
         },
         backend_name,
         backend_health: health::BackendHealth::new(cfg.pipeline.max_backend_failures),
+        not_begun: Arc::new(Semaphore::new(prefetch)),
         cfg,
     });
     let largest = worker.fetch_bytes();
@@ -208,6 +221,17 @@ impl Worker {
         let poll = Duration::from_millis(self.cfg.broker.poll_interval_ms.max(10));
         let broken = self.backend_health.broken();
         loop {
+            // Fetch only while fewer than `pipeline.prefetch` fetched jobs wait to begin: what
+            // the pipeline cannot start soon is left in the queue for other workers.
+            let not_begun = tokio::select! {
+                p = self.not_begun.clone().acquire_owned() => {
+                    NotBegun {
+                        _permit: p.context("the prefetch semaphore is never closed")?,
+                    }
+                }
+                _ = stop.cancelled() => return Ok(()),
+                _ = broken.cancelled() => return Ok(()),
+            };
             let reservation = tokio::select! {
                 r = self.gate.reserve(self.fetch_bytes()) => r,
                 _ = stop.cancelled() => return Ok(()),
@@ -219,7 +243,12 @@ impl Worker {
             if stop.is_cancelled() || broken.is_cancelled() {
                 return Ok(());
             }
-            let broker = self.broker().await?;
+            // A broker that went away is waited for with backoff (`BROKER_PATIENCE`); a SIGTERM
+            // meanwhile must still stop the loop, or the drain would wait out that patience.
+            let broker = tokio::select! {
+                b = self.broker() => b?,
+                _ = stop.cancelled() => return Ok(()),
+            };
             let got = broker
                 .fetch
                 .basic_get(
@@ -231,8 +260,11 @@ impl Worker {
                 Ok(Some(message)) => {
                     let worker = self.clone();
                     let delivery = message.delivery;
-                    tracker
-                        .spawn(async move { worker.handle(broker, delivery, reservation).await });
+                    tracker.spawn(async move {
+                        worker
+                            .handle(broker, delivery, reservation, not_begun)
+                            .await
+                    });
                 }
                 Ok(None) => {
                     drop(reservation);

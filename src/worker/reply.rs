@@ -28,6 +28,9 @@ pub(super) struct Echo {
     pub registered_proof: String,
     pub miner_id: u64,
     pub sector_number: u64,
+    /// Set when the message is rejected for reusing this job id with another payload: `job_id`
+    /// is then the message's own identity (`schema::result::rejected_duplicate_id`).
+    pub reused_job_id: Option<String>,
     /// Whether the fields above came from a decoded job (else they are placeholders).
     decoded: bool,
 }
@@ -40,7 +43,19 @@ impl Echo {
             registered_proof: job.registered_proof.clone(),
             miner_id: job.miner_id,
             sector_number: job.sector_number,
+            reused_job_id: None,
             decoded: true,
+        }
+    }
+
+    /// For a message rejected as `duplicate_mismatch`: answered under its own identity, so
+    /// that nothing reading results by job id takes the rejection for a result of the job
+    /// whose id it reused (which is proved, or was, as if this message had never come).
+    pub fn rejected_duplicate(self, digest: &[u8; 32]) -> Echo {
+        Echo {
+            job_id: schema::result::rejected_duplicate_id(&self.job_id, digest),
+            reused_job_id: Some(self.job_id),
+            ..self
         }
     }
 
@@ -52,6 +67,7 @@ impl Echo {
             registered_proof: String::new(),
             miner_id: 0,
             sector_number: 0,
+            reused_job_id: None,
             decoded: false,
         }
     }
@@ -71,6 +87,7 @@ impl Echo {
                 kind: error.kind,
                 message: error.message.clone(),
             }),
+            reused_job_id: self.reused_job_id,
             kind: self.kind,
             registered_proof: self.registered_proof,
             miner_id: self.miner_id,
