@@ -92,6 +92,25 @@ async fn a_porep_job_stays_within_the_least_budget_its_worker_accepts() {
     env.cleanup().await;
 }
 
+/// A worker without a configured sector limit on a machine too small for the largest sectors
+/// takes what its budget holds and says so, instead of refusing to start.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unset_sector_limit_takes_what_the_budget_holds() {
+    let env = Env::new("gatefit");
+    let mut config = env.config.clone();
+    config.limits.max_sector_size = None;
+    let mut two_kib = config.clone();
+    two_kib.limits.max_sector_size = Some(2048);
+    // Enough for 2 KiB sectors, not for 8 MiB ones.
+    config.gate.budget_bytes = Some(least_budget(&two_kib));
+    let w = env.spawn_worker_with("w", &config);
+    w.wait_log("worker started", T).await;
+    let log = w.log();
+    assert!(log.contains("\"max_sector_size\":2048"), "{log}");
+    assert!(log.contains("limits.max_sector_size is not set"), "{log}");
+    env.cleanup().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn health_and_ledger_answers_flow_while_proofs_compute() {
     let env = Env::new("resp");

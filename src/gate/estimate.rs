@@ -128,6 +128,26 @@ pub fn accepted(max_sector_size: u64, max_canary_partitions: u64, in_flight: u64
     ]
 }
 
+/// Sector sizes Filecoin registers PoRep proofs for, smallest first.
+pub const SECTOR_SIZES: [u64; 5] = [2 * KIB, 8 * MIB, 512 * MIB, 32 * GIB, 64 * GIB];
+
+/// The largest sector size up to `at_most` whose worst case, beside the canary's, fits
+/// `job_budget`: what a worker without a configured sector limit takes. `None` when not even
+/// the smallest fits.
+pub fn largest_sector_within(
+    job_budget: u64,
+    at_most: u64,
+    max_canary_partitions: u64,
+    in_flight: u64,
+) -> Option<u64> {
+    SECTOR_SIZES
+        .iter()
+        .rev()
+        .copied()
+        .filter(|&size| size <= at_most)
+        .find(|&size| largest(&accepted(size, max_canary_partitions, in_flight)) <= job_budget)
+}
+
 /// The most one fresh job (parameters not loaded) can reserve among `estimates`.
 pub fn largest(estimates: &[Estimate]) -> u64 {
     estimates
@@ -175,6 +195,27 @@ mod tests {
         );
         assert!(e64.total() >= 77_600_000_000);
         assert_eq!(e32.per_partition_on_gpu, e64.per_partition_on_gpu);
+    }
+
+    /// A worker without a configured sector limit takes the largest size its memory holds:
+    /// on a 24 GiB machine (21.6 GiB after the 10 % margin) 512 MiB sectors, on the H200 box
+    /// (125 GiB) every size.
+    #[test]
+    fn an_unset_sector_limit_takes_what_the_budget_holds() {
+        let within = |budget| largest_sector_within(budget, 64 * GIB, 64, 3);
+        let small_box = 24 * GIB - 24 * GIB / 10 - 256 * MIB;
+        assert_eq!(within(small_box), Some(512 * MIB));
+        let h200_box = 125 * GIB - 125 * GIB / 10 - 256 * MIB;
+        assert_eq!(within(h200_box), Some(64 * GIB));
+        assert_eq!(
+            largest_sector_within(h200_box, 32 * GIB, 64, 3),
+            Some(32 * GIB)
+        );
+        assert_eq!(within(GIB), None);
+        // Exactly the worst case of a size is enough for it.
+        let exact = largest(&accepted(8 * MIB, 64, 3));
+        assert_eq!(within(exact), Some(8 * MIB));
+        assert_eq!(within(exact - 1), Some(2 * KIB));
     }
 
     /// With A, B, C made on the GPU a full-size job holds a fraction of the CPU figure, and

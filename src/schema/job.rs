@@ -476,7 +476,7 @@ mod tests {
         for (name, worker) in [
             ("max_message_bytes", limits.max_message_bytes),
             ("max_c1_bytes", limits.max_c1_bytes),
-            ("max_sector_size", limits.max_sector_size),
+            ("max_sector_size", limits.sector_size_limit()),
             (
                 "max_canary_partitions",
                 u64::from(limits.max_canary_partitions),
@@ -503,14 +503,14 @@ mod tests {
         for row in [
             "| job message size | 64 MiB | `limits.max_message_bytes`",
             "| decompressed C1 (`phase1_output`) | 192 MiB | `limits.max_c1_bytes`",
-            "| sector size | 64 GiB | `limits.max_sector_size`",
+            "| sector size | 64 GiB (unset: the largest size the memory budget holds",
             "| transient retries | 5 | `retry.max_retries`",
         ] {
             assert!(readme.contains(row), "schemas/README.md lacks {row:?}");
         }
         assert_eq!(limits.max_message_bytes, 64 * 1024 * 1024);
         assert_eq!(limits.max_c1_bytes, 192 * 1024 * 1024);
-        assert_eq!(limits.max_sector_size, 64 << 30);
+        assert_eq!(limits.sector_size_limit(), 64 << 30);
         assert_eq!(broker.delivery_limit, 5);
     }
 

@@ -16,7 +16,9 @@ pub struct Limits {
     /// Largest decompressed C1 JSON (a 32 GiB sector's C1 is ~51 MB, 64 GiB's about twice).
     pub max_c1_bytes: u64,
     /// Largest sector this worker proves; the memory gate must be able to admit such a job.
-    pub max_sector_size: u64,
+    /// Unset: the largest sector size, up to [`Limits::LARGEST_SECTOR`], whose worst case the
+    /// memory budget holds (decided at start, and logged).
+    pub max_sector_size: Option<u64>,
     /// Most partitions a canary job may ask for: at most [`crate::canary::MAX_PARTITIONS`],
     /// which is also the schema's maximum (and the default).
     pub max_canary_partitions: u32,
@@ -27,13 +29,22 @@ impl Default for Limits {
         Limits {
             max_message_bytes: 64 * MIB,
             max_c1_bytes: 192 * MIB,
-            max_sector_size: 64 * 1024 * MIB,
+            max_sector_size: None,
             max_canary_partitions: crate::canary::MAX_PARTITIONS as u32,
         }
     }
 }
 
 impl Limits {
+    /// The largest sector Filecoin has (64 GiB): the limit when none is set and memory allows.
+    pub const LARGEST_SECTOR: u64 = 64 * 1024 * MIB;
+
+    /// The sector size limit in force: the configured one, else the largest there is (a
+    /// worker narrows an unset limit to what its memory holds before it takes jobs).
+    pub fn sector_size_limit(&self) -> u64 {
+        self.max_sector_size.unwrap_or(Self::LARGEST_SECTOR)
+    }
+
     /// Refuse limits the worker could not honour: a canary limit the canary itself does not
     /// allow would accept jobs that then fail at set-up.
     pub fn check(&self) -> anyhow::Result<()> {

@@ -36,7 +36,7 @@ pub fn build(decoded: &DecodedJob, limits: &Limits, in_flight: u64) -> Result<Bu
         JobKind::PorepC2 => {
             // Refuse what this worker will not prove before spending a parse on it.
             if let Some(size) = estimate::sector_size_of(&job.registered_proof) {
-                if size > limits.max_sector_size {
+                if size > limits.sector_size_limit() {
                     return Err(oversize_sector(size, limits));
                 }
             }
@@ -55,7 +55,7 @@ pub fn build(decoded: &DecodedJob, limits: &Limits, in_flight: u64) -> Result<Bu
             let porep = PorepJob::new(c1, job.miner_id, job.sector_number)
                 .map_err(|e| JobError::new(ErrorKind::MalformedC1, format!("{e:#}")))?;
             let sector_size = porep.sector_size();
-            if sector_size > limits.max_sector_size {
+            if sector_size > limits.sector_size_limit() {
                 return Err(oversize_sector(sector_size, limits));
             }
             let partitions = porep.partitions() as u64;
@@ -72,7 +72,7 @@ fn oversize_sector(size: u64, limits: &Limits) -> JobError {
         ErrorKind::Oversize,
         format!(
             "sector size {size} is over this worker's limit of {}",
-            limits.max_sector_size
+            limits.sector_size_limit()
         ),
     )
 }

@@ -87,7 +87,7 @@ pub(crate) struct NotBegun {
     _permit: OwnedSemaphorePermit,
 }
 
-pub async fn run_async(cfg: Config) -> Result<()> {
+pub async fn run_async(mut cfg: Config) -> Result<()> {
     cfg.lease.check()?;
     cfg.limits.check()?;
     crate::params::startup_check(&cfg.params.proofs, &crate::porep::params::params_dir())?;
@@ -111,6 +111,7 @@ pub async fn run_async(cfg: Config) -> Result<()> {
     spawn_signal_handler(stop.clone())?;
 
     let budget = gate::detect_budget(&cfg.gate)?;
+    cfg.limits.max_sector_size = Some(sector_limit(&cfg, budget.jobs)?);
     let gate = Gate::new(budget.jobs);
     metrics.gate_budget_bytes.set(budget.jobs as i64);
     let choice = <BackendChoice as clap::ValueEnum>::from_str(&cfg.pipeline.backend, true)
@@ -168,6 +169,7 @@ pub async fn run_async(cfg: Config) -> Result<()> {
     }
     worker.broker().await?;
     tracing::info!(worker = %name, budget = budget.total, job_budget = budget.jobs,
+        max_sector_size = worker.cfg.limits.sector_size_limit(),
         prefix = %worker.cfg.broker.prefix, "worker started");
     spawn_ledger_probe(worker.clone(), stop.clone());
 
@@ -317,7 +319,7 @@ impl Worker {
         let limits = &self.cfg.limits;
         let in_flight = self.cfg.pipeline.partitions_in_flight();
         estimate::accepted(
-            limits.max_sector_size,
+            limits.sector_size_limit(),
             u64::from(limits.max_canary_partitions),
             in_flight,
         )
@@ -341,6 +343,37 @@ impl Worker {
         let mut resident = self.resident.lock().unwrap_or_else(|p| p.into_inner());
         resident.entry(key.to_string()).or_insert(reservation);
     }
+}
+
+/// The sector size limit this worker runs with: the configured one, or, unset, the largest
+/// size whose worst case the job budget holds (so a small machine proves small sectors instead
+/// of refusing to start).
+fn sector_limit(cfg: &Config, job_budget: u64) -> Result<u64> {
+    if let Some(limit) = cfg.limits.max_sector_size {
+        return Ok(limit);
+    }
+    let largest = crate::schema::Limits::LARGEST_SECTOR;
+    let Some(fits) = estimate::largest_sector_within(
+        job_budget,
+        largest,
+        u64::from(cfg.limits.max_canary_partitions),
+        cfg.pipeline.partitions_in_flight(),
+    ) else {
+        bail!(
+            "memory budget for jobs ({job_budget} bytes) cannot admit a job of even the \
+             smallest sector size: raise gate.budget_bytes, or give the worker more memory"
+        );
+    };
+    if fits < largest {
+        tracing::warn!(
+            max_sector_size = fits,
+            job_budget,
+            "limits.max_sector_size is not set and the memory budget does not hold the largest \
+             sectors: this worker takes sectors up to {fits} bytes (give it more memory, or set \
+             limits.max_sector_size, to change that)"
+        );
+    }
+    Ok(fits)
 }
 
 fn spawn_signal_handler(stop: CancellationToken) -> Result<()> {

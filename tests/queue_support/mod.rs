@@ -30,7 +30,7 @@ pub struct Env {
 /// largest job it takes, parameters not loaded.
 pub fn least_budget(config: &Config) -> u64 {
     let largest = c2q::gate::estimate::largest(&c2q::gate::estimate::accepted(
-        config.limits.max_sector_size,
+        config.limits.sector_size_limit(),
         u64::from(config.limits.max_canary_partitions),
         config.pipeline.partitions_in_flight(),
     ));
@@ -68,7 +68,7 @@ impl Env {
         config.broker.poll_interval_ms = 100;
         config.ledger.schema = prefix.clone();
         config.ledger.pool_size = 4;
-        config.limits.max_sector_size = 2048;
+        config.limits.max_sector_size = Some(2048);
         // Room for a few jobs of the largest kind these workers take (2 KiB PoRep: 2.75 GiB).
         config.gate.budget_bytes = Some(8 << 30);
         config.retry.base_delay_ms = 200;
