@@ -102,9 +102,15 @@ pub fn prove_job(
     let pipeline = Pipeline::start(backends, synthesizers, finalizers, quarantine_after)
         .map_err(at(Stage::Proving))?;
     let (done, answer) = oneshot::channel();
+    // Seconds since the command began, so a slow parameter load or a slow partition shows
+    // against the ones before it.
     let progress: pipeline::Progress = Box::new(move |done| {
         if on_terminal {
-            eprintln!("  partition {}/{n} proved", n - done.remaining);
+            eprintln!(
+                "  partition {}/{n} proved ({:.1} s)",
+                n - done.remaining,
+                total.elapsed().as_secs_f64()
+            );
         }
     });
     pipeline
