@@ -14,9 +14,10 @@ use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::BasicProperties;
 use sha2::{Digest, Sha256};
 
-use crate::broker::{headers, publish_confirmed, topology::JOB_KEY, Broker};
+use crate::broker::{headers, publish_confirmed, topology::JOB_KEY, Broker, QueueDepth, UNSORTED};
+use crate::classes::SizeClass;
 use crate::config::Config;
-use crate::ledger::Ledger;
+use crate::ledger::{Ledger, SeenWorker, SEEN_RECENTLY};
 use crate::schema::{self, CanarySpec, JobKind, JobV1, ResultV1, Status};
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -162,10 +163,13 @@ pub fn submit(args: SubmitArgs) -> Result<()> {
         if let Some(q) = &reply_queue {
             props = props.with_reply_to(ShortString::from(q.name.clone()));
         }
+        // Routed by size class, to the workers that can hold it; a job no class holds goes to
+        // the unsorted queue, where a worker refuses it with the reason.
+        let key = SizeClass::of(&job).map_or_else(|| JOB_KEY.to_string(), |c| c.key());
         publish_confirmed(
             &broker.publish,
             &broker.names.jobs_exchange(),
-            JOB_KEY,
+            &key,
             &payload,
             props,
         )
@@ -233,7 +237,7 @@ impl ReplyQueue {
         };
         broker
             .fetch
-            .queue_declare(&self.name, opts, args)
+            .queue_declare(self.name.as_str().into(), opts, args)
             .await
             .with_context(|| format!("declaring the reply queue {}", self.name))?;
         Ok(())
@@ -243,7 +247,7 @@ impl ReplyQueue {
     async fn delete(&self, broker: &Broker) {
         let deleted = broker
             .fetch
-            .queue_delete(&self.name, QueueDeleteOptions::default())
+            .queue_delete(self.name.as_str().into(), QueueDeleteOptions::default())
             .await;
         if let Err(e) = deleted {
             eprintln!(
@@ -302,8 +306,8 @@ async fn consume_reply(broker: &Broker, queue: &str, job_id: &str) -> Result<Wai
     let consumer = broker
         .fetch
         .basic_consume(
-            queue,
-            "c2q-submit",
+            queue.into(),
+            "c2q-submit".into(),
             BasicConsumeOptions::default(),
             FieldTable::default(),
         )
@@ -326,9 +330,10 @@ async fn consume_reply(broker: &Broker, queue: &str, job_id: &str) -> Result<Wai
             }
         };
         let result = ResultV1::decode(&delivery.data).context("decoding the result")?;
-        if let Err(e) = delivery.acker.ack(BasicAckOptions::default()).await {
+        if let Err(e) = crate::broker::settled(delivery.acker.ack(BasicAckOptions::default()).await)
+        {
             // Kept all the same: it is in hand, and the queue is deleted once it is used.
-            eprintln!("could not ack a result ({e}); going on");
+            eprintln!("could not ack a result ({e:#}); going on");
         }
         // Results may arrive twice (at-least-once): the first one for our job wins. A message
         // that reused the job id of another payload is answered under its own identity,
@@ -414,7 +419,8 @@ pub struct StatusArgs {
     pub config: Option<PathBuf>,
 }
 
-/// `c2q status`: queue depths, jobs in flight, ledger counts.
+/// `c2q status`: queue depths, jobs waiting per size class and the workers that fetch them,
+/// jobs in flight, ledger counts.
 pub fn status(args: StatusArgs) -> Result<()> {
     let config = Config::load(args.config.as_deref())?;
     runtime()?.block_on(async move {
@@ -429,7 +435,7 @@ pub fn status(args: StatusArgs) -> Result<()> {
             };
             let info = broker
                 .fetch
-                .queue_declare(&q, opts, FieldTable::default())
+                .queue_declare(q.as_str().into(), opts, FieldTable::default())
                 .await
                 .with_context(|| format!("inspecting {q}"))?;
             println!(
@@ -439,8 +445,25 @@ pub fn status(args: StatusArgs) -> Result<()> {
                 info.consumer_count()
             );
         }
+        let depths = broker.job_queue_depths().await?;
         broker.close().await;
         let ledger = Ledger::connect(&config.ledger).await?;
+        let workers = ledger.workers_seen(SEEN_RECENTLY).await?;
+        println!("\n{}", class_table(&depths, &workers));
+        println!(
+            "workers seen in the last {} s: {}",
+            SEEN_RECENTLY.as_secs(),
+            workers.len()
+        );
+        for w in &workers {
+            println!(
+                "  {}  {}  classes {}  (seen {} s ago)",
+                w.name,
+                w.backend,
+                w.classes.join(","),
+                w.seen_s_ago
+            );
+        }
         println!("\nledger ({}):", config.ledger.schema);
         for (status, n) in ledger.counts().await? {
             println!("  {status:<12} {n}");
@@ -454,6 +477,24 @@ pub fn status(args: StatusArgs) -> Result<()> {
     })
 }
 
+/// Jobs ready per size class beside the running workers that fetch it; a class with jobs and
+/// no such worker is flagged: its jobs wait until one starts.
+pub fn class_table(depths: &[QueueDepth], workers: &[SeenWorker]) -> String {
+    let mut out = format!("{:<14} {:>8} {:>8}\n", "size class", "ready", "workers");
+    for d in depths {
+        let fetching = workers
+            .iter()
+            .filter(|w| d.class == UNSORTED || w.classes.contains(&d.class))
+            .count();
+        let note = if d.ready > 0 && fetching == 0 {
+            "  waiting: no running worker fetches this class"
+        } else {
+            ""
+        };
+        out += &format!("{:<14} {:>8} {:>8}{note}\n", d.class, d.ready, fetching);
+    }
+    out
+}
 /// What `c2q dlq list` and `show` say of one dead letter.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeadLetter {
@@ -536,5 +577,53 @@ fn broker_reason_text(reason: &str, props: &BasicProperties) -> String {
         "expired" => "expired in a queue".into(),
         "maxlen" => "dropped because a queue was over its length limit".into(),
         other => format!("dead-lettered by RabbitMQ ({other})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_class_table_flags_jobs_no_running_worker_fetches() {
+        let depth = |class: &str, ready| QueueDepth {
+            class: class.into(),
+            queue: format!("c2q.jobs.{class}"),
+            ready,
+            consumers: 0,
+        };
+        let small = SeenWorker {
+            name: "small".into(),
+            classes: vec!["canary-4".into(), "canary-1".into()],
+            backend: "cpu".into(),
+            seen_s_ago: 3,
+        };
+        let table = class_table(
+            &[
+                depth("canary-1", 0),
+                depth("canary-4", 2),
+                depth("canary-16", 1),
+                depth("porep-32g", 0),
+                depth(UNSORTED, 1),
+            ],
+            &[small],
+        );
+        let line = |class: &str| {
+            table
+                .lines()
+                .find(|l| l.split_whitespace().next() == Some(class))
+                .unwrap()
+                .to_string()
+        };
+        assert!(!line("canary-4").contains("waiting"), "{table}");
+        assert!(
+            line("canary-16").contains("waiting: no running worker"),
+            "{table}"
+        );
+        // Nothing waits in an unserved class without jobs, nor in the unsorted queue while any
+        // worker runs.
+        assert!(!line("porep-32g").contains("waiting"), "{table}");
+        assert!(!line(UNSORTED).contains("waiting"), "{table}");
+        assert!(line("canary-4").ends_with(" 2        1"), "{table}");
     }
 }

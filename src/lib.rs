@@ -6,6 +6,7 @@
 
 pub mod bench;
 pub mod canary;
+pub mod classes;
 pub mod gpu;
 pub mod groth16;
 pub mod job;

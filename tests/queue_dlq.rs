@@ -26,7 +26,10 @@ async fn a_job_returned_unacked_past_the_delivery_limit_is_dead_lettered_by_rabb
     for _ in 0..20 {
         let got = b
             .fetch
-            .basic_get(&b.names.jobs_queue(), BasicGetOptions { no_ack: false })
+            .basic_get(
+                b.names.jobs_queue().into(),
+                BasicGetOptions { no_ack: false },
+            )
             .await
             .unwrap();
         let Some(m) = got else {
@@ -160,7 +163,10 @@ async fn dlq_replay_all_resets_attempts_and_purge_reports_the_count() {
     for _ in 0..3 {
         let m = b
             .fetch
-            .basic_get(&b.names.jobs_queue(), BasicGetOptions { no_ack: false })
+            .basic_get(
+                b.names.jobs_queue().into(),
+                BasicGetOptions { no_ack: false },
+            )
             .await
             .unwrap()
             .expect("replayed job in the job queue");

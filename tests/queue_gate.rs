@@ -193,3 +193,80 @@ async fn jobs_the_pipeline_cannot_begin_soon_stay_in_the_queue() {
     }
     env.cleanup().await;
 }
+
+/// Size classes: a worker fetches only the classes it can hold. A job too large for the only
+/// running worker is sent to its class's queue (from the unsorted queue, where producers that
+/// do not route by class put it) and waits there, flagged by `c2q status` and the metrics,
+/// until a worker that holds it starts and proves it. Canary classes stand in for sizes.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_too_large_for_a_worker_waits_in_its_class_for_one_that_holds_it() {
+    let env = Env::new("classes");
+    let mut small = env.config.clone();
+    small.limits.max_canary_partitions = 4;
+    let s = env.spawn_worker_with("small", &small);
+    s.wait_log("worker started", T).await;
+    assert!(
+        s.log()
+            .contains("\"classes\":\"porep-2k,canary-4,canary-1\""),
+        "{}",
+        s.log()
+    );
+    let b = env.broker().await;
+
+    // Unsorted: the small worker sorts it into its class instead of failing it as oversize.
+    publish_job(&b, &canary_job("class-big", 16, 61)).await;
+    let big_queue = format!("{}.jobs.canary-16", env.prefix);
+    wait_depth(&b, &big_queue, 1, T).await;
+    s.wait_log("sent to that class's queue", T).await;
+    // A small job still goes to the small worker meanwhile.
+    publish_job(&b, &canary_job("class-small", 2, 62)).await;
+    let r = result_for(&b, "class-small", T).await;
+    assert_eq!((r.status, r.worker.as_str()), (Status::Ok, "small"));
+
+    // The wait is visible: `c2q status` and the small worker's metrics.
+    let (ok, out, err) = c2q_cli(&env, &["status"]);
+    assert!(ok, "{err}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("canary-16 "))
+        .unwrap_or_else(|| panic!("no canary-16 row:\n{out}"));
+    assert!(
+        line.contains("waiting: no running worker fetches this class"),
+        "{out}"
+    );
+    assert!(
+        out.contains("small  cpu  classes porep-2k,canary-4,canary-1"),
+        "{out}"
+    );
+    let addr = s.telemetry_addr().await;
+    let deadline = Instant::now() + T;
+    loop {
+        let metrics = http_get(&addr, "/metrics").await.1;
+        if metrics.contains("c2q_class_queue_jobs{class=\"canary-16\"} 1")
+            && metrics.contains("c2q_class_workers{class=\"canary-16\"} 0")
+            && metrics.contains("c2q_class_workers{class=\"canary-4\"} 1")
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "class metrics never showed the wait:\n{metrics}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+
+    // A worker that holds it proves it; nothing was failed or dead-lettered on the way.
+    let large = env.spawn_worker("large");
+    let r = result_for(&b, "class-big", T).await;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(r.worker, "large");
+    assert_eq!(r.attempts, 1);
+    assert_eq!(depth(&b, &b.names.dlq()).await, 0);
+    assert!(
+        !s.log().contains("\"job_id\":\"class-big\",\"error\""),
+        "{}",
+        s.log()
+    );
+    drop(large);
+    env.cleanup().await;
+}

@@ -199,7 +199,10 @@ async fn every_dead_letter_has_an_address_that_dlq_show_and_replay_accept() {
     assert_eq!(depth(&b, &b.names.dlq()).await, 1);
     let back = b
         .fetch
-        .basic_get(&b.names.jobs_queue(), BasicGetOptions { no_ack: false })
+        .basic_get(
+            b.names.jobs_queue().into(),
+            BasicGetOptions { no_ack: false },
+        )
         .await
         .unwrap()
         .expect("the replayed message in the job queue");

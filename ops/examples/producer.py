@@ -43,6 +43,23 @@ def read_c1(path):
     return raw, doc["registered_proof"]
 
 
+# Size classes (schemas/README.md): the routing key that sends a job to the workers that can
+# hold it. PoRep by sector size, canaries by the smallest bucket holding their partitions.
+SECTOR_CLASSES = {"2KiB": "porep-2k", "8MiB": "porep-8m", "512MiB": "porep-512m",
+                  "32GiB": "porep-32g", "64GiB": "porep-64g"}
+CANARY_BUCKETS = (1, 4, 16, 64)
+
+
+def size_class(job):
+    """The job's routing key: its size class, or "job" (the unsorted queue) if none holds it."""
+    if job["kind"] == "canary":
+        n = job["canary"]["partitions"]
+        return next(("canary-%d" % b for b in CANARY_BUCKETS if 1 <= n <= b), "job")
+    proof = job["registered_proof"]
+    size = proof[len("StackedDrg"):].split("V1")[0] if proof.startswith("StackedDrg") else ""
+    return SECTOR_CLASSES.get(size, "job")
+
+
 def build_job(args):
     if args.canary is not None:
         seed = args.seed if args.seed is not None else time.time_ns() % (1 << 63)
@@ -174,7 +191,7 @@ def main():
         timestamp=int(time.time()),
     )
     # mandatory + confirms: an exception unless the broker routed and stored the job.
-    ch.basic_publish(args.prefix + ".jobs", "job", body, properties=props, mandatory=True)
+    ch.basic_publish(args.prefix + ".jobs", size_class(job), body, properties=props, mandatory=True)
     conn.close()
     if job["kind"] == "canary":
         print("submitted canary", job_id, "seed", job["canary"]["seed"], file=sys.stderr)

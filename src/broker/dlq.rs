@@ -37,7 +37,7 @@ pub async fn run(broker: &Broker, command: &DlqCommand, limits: &Limits) -> Resu
     if let DlqCommand::Purge = command {
         let n = broker
             .publish
-            .queue_purge(&dlq, QueuePurgeOptions::default())
+            .queue_purge(dlq.as_str().into(), QueuePurgeOptions::default())
             .await
             .context("purging the dead-letter queue")?;
         println!("purged {n} dead-lettered jobs");
@@ -51,14 +51,14 @@ pub async fn run(broker: &Broker, command: &DlqCommand, limits: &Limits) -> Resu
         .context("opening a channel")?;
     let mut held: Vec<Delivery> = Vec::new();
     while let Some(m) = ch
-        .basic_get(&dlq, BasicGetOptions { no_ack: false })
+        .basic_get(dlq.as_str().into(), BasicGetOptions { no_ack: false })
         .await
         .context("reading the dead-letter queue")?
     {
         held.push(m.delivery);
     }
     let result = act(broker, &held, command, limits).await;
-    let _ = ch.close(200, "browsed").await;
+    let _ = ch.close(200, "browsed".into()).await;
     result
 }
 
@@ -160,9 +160,7 @@ async fn replay(broker: &Broker, d: &Delivery) -> Result<()> {
     )
     .await
     .context("replaying a dead-lettered job")?;
-    d.acker
-        .ack(BasicAckOptions::default())
-        .await
+    super::settled(d.acker.ack(BasicAckOptions::default()).await)
         .context("removing the replayed job from the dead-letter queue")?;
     Ok(())
 }

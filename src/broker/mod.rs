@@ -12,13 +12,28 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
 use backon::{ExponentialBuilder, Retryable};
-use lapin::options::ConfirmSelectOptions;
+use lapin::options::{ConfirmSelectOptions, QueueDeclareOptions};
+use lapin::types::FieldTable;
 use lapin::uri::AMQPUri;
 use lapin::{Channel, Connection, ConnectionProperties};
 
+use crate::classes::SizeClass;
 use crate::config::{secret, BrokerConfig};
 pub use publish::{publish_confirmed, PublishError};
 pub use topology::Names;
+
+/// The class name [`Broker::job_queue_depths`] gives the unsorted job queue.
+pub const UNSORTED: &str = "unsorted";
+
+/// How many jobs wait in one job queue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueDepth {
+    /// A size class key, or [`UNSORTED`].
+    pub class: String,
+    pub queue: String,
+    pub ready: u32,
+    pub consumers: u32,
+}
 
 /// One connection with a channel for fetching and acking and a confirm-mode channel for
 /// publishing. Dropping the last handle closes the connection, which hands its unacked
@@ -84,9 +99,43 @@ impl Broker {
             && self.publish.status().connected()
     }
 
+    /// Jobs ready in the queue of every size class, and in the unsorted queue (class
+    /// [`UNSORTED`]). Asked on a channel of its own: a failed passive declare closes its channel,
+    /// which must not be the one deliveries are acked on.
+    pub async fn job_queue_depths(&self) -> Result<Vec<QueueDepth>> {
+        let ch = self
+            .conn
+            .create_channel()
+            .await
+            .context("opening a channel to read queue depths")?;
+        let queues = SizeClass::all()
+            .into_iter()
+            .map(|c| (c.key(), self.names.class_queue(c)))
+            .chain([(UNSORTED.to_string(), self.names.jobs_queue())]);
+        let mut depths = Vec::new();
+        for (class, queue) in queues {
+            let passive = QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            };
+            let info = ch
+                .queue_declare(queue.as_str().into(), passive, FieldTable::default())
+                .await
+                .with_context(|| format!("reading the depth of {queue}"))?;
+            depths.push(QueueDepth {
+                class,
+                queue,
+                ready: info.message_count(),
+                consumers: info.consumer_count(),
+            });
+        }
+        let _ = ch.close(200, "queue depths read".into()).await;
+        Ok(depths)
+    }
+
     pub async fn close(&self) {
         if self.conn.status().connected() {
-            let _ = self.conn.close(200, "c2q closing").await;
+            let _ = self.conn.close(200, "c2q closing".into()).await;
         }
     }
 }
@@ -98,10 +147,22 @@ impl Drop for Broker {
             let conn = self.conn.clone();
             rt.spawn(async move {
                 if conn.status().connected() {
-                    let _ = conn.close(200, "c2q replaced connection").await;
+                    let _ = conn.close(200, "c2q replaced connection".into()).await;
                 }
             });
         }
+    }
+}
+
+/// What an ack, nack or reject came to. lapin answers `false` without sending anything when
+/// the delivery was settled already or its channel has closed: the message was not settled.
+pub fn settled(outcome: lapin::Result<bool>) -> Result<()> {
+    match outcome {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(anyhow!(
+            "not sent: the delivery was settled already or its channel has closed"
+        )),
+        Err(e) => Err(e).context("the broker connection refused it"),
     }
 }
 

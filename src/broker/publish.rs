@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 use lapin::options::BasicPublishOptions;
-use lapin::publisher_confirm::Confirmation;
+use lapin::Confirmation;
 use lapin::{BasicProperties, Channel};
 
 #[derive(Debug, thiserror::Error)]
@@ -34,7 +34,13 @@ pub async fn publish_confirmed(
         ..Default::default()
     };
     let confirm = ch
-        .basic_publish(exchange, routing_key, opts, payload, properties)
+        .basic_publish(
+            exchange.into(),
+            routing_key.into(),
+            opts,
+            payload,
+            properties,
+        )
         .await?;
     match confirm.await? {
         Confirmation::Ack(None) => Ok(()),

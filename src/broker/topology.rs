@@ -1,13 +1,20 @@
 //! Exchange and queue names under one prefix, and their idempotent declaration.
 //!
 //! ```text
-//! producer ──▶ {P}.jobs (direct) ──job──▶ {P}.jobs (quorum, x-delivery-limit, DLX {P}.dlx)
-//!                 ▲                                 │ worker: basic_get, gated by memory
+//! producer ──▶ {P}.jobs (direct) ──<class>──▶ {P}.jobs.<class> (quorum, x-delivery-limit,
+//!                 │  ▲                              │       DLX {P}.dlx), one per size class
+//!                 │  │                              │ worker: basic_get from the classes it
+//!                 └──┼──job──▶ {P}.jobs (quorum) ───┤ serves, gated by memory; a job here of
+//!                    │                              │ a class it does not serve is re-routed
+//!                    │                              │ to that class's queue
 //!                 │ TTL expiry (dead-letter)        ├──▶ result ──▶ reply_to | {P}.results
 //!  {P}.retry.N (classic, per-message TTL) ◀─────────┤ transient failure, attempt N
 //!  {P}.wait (classic, per-message TTL) ◀────────────┤ another worker holds the job's lease
 //!                                                   └──▶ {P}.dlx (fanout) ──▶ {P}.dlq
 //! ```
+//! Producers route a job by its size class (`crate::classes`), so that only workers that can
+//! hold it fetch it; the unsorted queue (key `job`) takes producers that do not, and the jobs
+//! coming back from the delay queues, and is sorted by whichever worker fetches from it.
 //! One delay queue per retry level keeps messages with very different delays from blocking
 //! each other (TTL expiry happens only at a queue's head). `{P}.wait` holds jobs for one fixed
 //! delay and costs them nothing: no retry is counted.
@@ -17,7 +24,10 @@ use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptio
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{Channel, ExchangeKind};
 
-/// Routing key of jobs on the job exchange.
+use crate::classes::SizeClass;
+
+/// Routing key of unsorted jobs on the job exchange: jobs whose producer did not route them by
+/// size class, and jobs coming back from a delay queue.
 pub const JOB_KEY: &str = "job";
 
 #[derive(Clone, Debug)]
@@ -34,8 +44,13 @@ impl Names {
     pub fn jobs_exchange(&self) -> String {
         format!("{}.jobs", self.prefix)
     }
+    /// The unsorted job queue (routing key [`JOB_KEY`]).
     pub fn jobs_queue(&self) -> String {
         format!("{}.jobs", self.prefix)
+    }
+    /// The queue of one size class's jobs (routing key: the class's key).
+    pub fn class_queue(&self, class: SizeClass) -> String {
+        format!("{}.jobs.{}", self.prefix, class.key())
     }
     pub fn dlx(&self) -> String {
         format!("{}.dlx", self.prefix)
@@ -55,12 +70,16 @@ impl Names {
     }
     /// Every queue c2q declares under this prefix, with `retries` retry levels.
     pub fn all_queues(&self, retries: u32) -> Vec<String> {
-        let mut queues = vec![
+        let mut queues: Vec<String> = SizeClass::all()
+            .into_iter()
+            .map(|c| self.class_queue(c))
+            .collect();
+        queues.extend([
             self.jobs_queue(),
             self.wait_queue(),
             self.dlq(),
             self.results(),
-        ];
+        ]);
         queues.extend((1..=retries).map(|a| self.retry_queue(a)));
         queues
     }
@@ -88,42 +107,50 @@ pub async fn declare(ch: &Channel, names: &Names, delivery_limit: u32, retries: 
         (names.jobs_exchange(), ExchangeKind::Direct),
         (names.dlx(), ExchangeKind::Fanout),
     ] {
-        ch.exchange_declare(&name, kind, durable, FieldTable::default())
+        ch.exchange_declare(name.as_str().into(), kind, durable, FieldTable::default())
             .await
             .with_context(|| format!("declaring exchange {name}"))?;
     }
 
-    let mut jobs = FieldTable::default();
-    jobs.insert("x-queue-type".into(), str_value("quorum"));
-    jobs.insert(
-        "x-delivery-limit".into(),
-        AMQPValue::LongInt(delivery_limit as i32),
+    // The unsorted queue and one queue per size class: quorum queues with the same delivery
+    // limit and dead-lettering.
+    let jobs_queues = std::iter::once((names.jobs_queue(), JOB_KEY.to_string())).chain(
+        SizeClass::all()
+            .into_iter()
+            .map(|c| (names.class_queue(c), c.key())),
     );
-    jobs.insert("x-dead-letter-exchange".into(), str_value(&names.dlx()));
-    let q = names.jobs_queue();
-    ch.queue_declare(&q, durable_queue(), jobs)
+    for (q, key) in jobs_queues {
+        let mut jobs = FieldTable::default();
+        jobs.insert("x-queue-type".into(), str_value("quorum"));
+        jobs.insert(
+            "x-delivery-limit".into(),
+            AMQPValue::LongInt(delivery_limit as i32),
+        );
+        jobs.insert("x-dead-letter-exchange".into(), str_value(&names.dlx()));
+        ch.queue_declare(q.as_str().into(), durable_queue(), jobs)
+            .await
+            .with_context(|| format!("declaring quorum queue {q} (an existing queue with other arguments must be deleted or changed by policy)"))?;
+        ch.queue_bind(
+            q.as_str().into(),
+            names.jobs_exchange().into(),
+            key.as_str().into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
         .await
-        .with_context(|| format!("declaring quorum queue {q} (an existing queue with other arguments must be deleted or changed by policy)"))?;
-    ch.queue_bind(
-        &q,
-        &names.jobs_exchange(),
-        JOB_KEY,
-        QueueBindOptions::default(),
-        FieldTable::default(),
-    )
-    .await
-    .context("binding the job queue")?;
+        .with_context(|| format!("binding {q} to key {key}"))?;
+    }
 
     // The dead-letter queue is a classic queue: operators browse it by fetching and requeueing,
     // which must not count against a delivery limit (quorum queues in RabbitMQ 4 have one).
     let dlq = names.dlq();
-    ch.queue_declare(&dlq, durable_queue(), FieldTable::default())
+    ch.queue_declare(dlq.as_str().into(), durable_queue(), FieldTable::default())
         .await
         .with_context(|| format!("declaring {dlq}"))?;
     ch.queue_bind(
-        &dlq,
-        &names.dlx(),
-        "",
+        dlq.as_str().into(),
+        names.dlx().into(),
+        "".into(),
         QueueBindOptions::default(),
         FieldTable::default(),
     )
@@ -133,7 +160,7 @@ pub async fn declare(ch: &Channel, names: &Names, delivery_limit: u32, retries: 
     let mut results = FieldTable::default();
     results.insert("x-queue-type".into(), str_value("quorum"));
     let rq = names.results();
-    ch.queue_declare(&rq, durable_queue(), results)
+    ch.queue_declare(rq.as_str().into(), durable_queue(), results)
         .await
         .with_context(|| format!("declaring {rq}"))?;
 
@@ -148,7 +175,7 @@ pub async fn declare(ch: &Channel, names: &Names, delivery_limit: u32, retries: 
             str_value(&names.jobs_exchange()),
         );
         args.insert("x-dead-letter-routing-key".into(), str_value(JOB_KEY));
-        ch.queue_declare(&name, durable_queue(), args)
+        ch.queue_declare(name.as_str().into(), durable_queue(), args)
             .await
             .with_context(|| format!("declaring {name}"))?;
     }

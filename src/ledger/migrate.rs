@@ -8,6 +8,11 @@ use deadpool_postgres::Object;
 const MIGRATIONS: &[(i32, &str, &str)] = &[
     (1, "jobs", include_str!("../../migrations/0001_jobs.sql")),
     (2, "lease", include_str!("../../migrations/0002_lease.sql")),
+    (
+        3,
+        "workers",
+        include_str!("../../migrations/0003_workers.sql"),
+    ),
 ];
 
 /// Create `schema` if needed and bring it to the latest version.

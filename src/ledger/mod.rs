@@ -4,6 +4,7 @@
 //! and marked published before its message is acked. Whatever point a worker dies at, the next
 //! delivery finds either nothing to reuse (prove) or the proof (answer from the ledger).
 
+mod fleet;
 mod lease;
 pub mod migrate;
 
@@ -15,6 +16,7 @@ use backon::{ExponentialBuilder, Retryable};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 
 use crate::config::{secret, LedgerConfig};
+pub use fleet::{SeenWorker, SEEN_RECENTLY};
 
 fn manager_config() -> ManagerConfig {
     ManagerConfig {
@@ -22,16 +24,53 @@ fn manager_config() -> ManagerConfig {
     }
 }
 
-fn tls_connector() -> Result<postgres_native_tls::MakeTlsConnector> {
-    let mut builder = native_tls::TlsConnector::builder();
-    if let Some(path) = std::env::var_os("C2Q_PG_SSLROOTCERT") {
-        let pem = std::fs::read(&path)
-            .with_context(|| format!("reading {}", std::path::Path::new(&path).display()))?;
-        let cert = native_tls::Certificate::from_pem(&pem).context("C2Q_PG_SSLROOTCERT")?;
-        builder.add_root_certificate(cert);
+/// The ledger's TLS: the system's root certificates, plus the PEM certificates in
+/// `C2Q_PG_SSLROOTCERT` when set (a private CA).
+fn tls_connector() -> Result<tokio_postgres_rustls::MakeRustlsConnect> {
+    use rustls::pki_types::{pem::PemObject, CertificateDer};
+
+    let mut roots = rustls::RootCertStore::empty();
+    let native = rustls_native_certs::load_native_certs();
+    for cert in native.certs {
+        // A system store with a certificate rustls cannot parse still serves the others.
+        let _ = roots.add(cert);
     }
-    let connector = builder.build().context("initialising TLS")?;
-    Ok(postgres_native_tls::MakeTlsConnector::new(connector))
+    if let Some(path) = std::env::var_os("C2Q_PG_SSLROOTCERT") {
+        let path = std::path::Path::new(&path);
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+            .and_then(|certs| certs.collect())
+            .with_context(|| format!("C2Q_PG_SSLROOTCERT: reading {}", path.display()))?;
+        if certs.is_empty() {
+            anyhow::bail!(
+                "C2Q_PG_SSLROOTCERT: {} holds no PEM certificate",
+                path.display()
+            );
+        }
+        for cert in certs {
+            roots.add(cert).with_context(|| {
+                format!("C2Q_PG_SSLROOTCERT: a certificate in {}", path.display())
+            })?;
+        }
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .context("initialising TLS")?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+}
+
+/// A TLS failure anywhere in an error's causes. rustls reports handshake failures inside an
+/// `io::Error`, whose `source()` skips the error it wraps, so that wrapper is opened by hand.
+fn is_tls_failure(cause: &(dyn std::error::Error + 'static)) -> bool {
+    if cause.downcast_ref::<rustls::Error>().is_some() {
+        return true;
+    }
+    cause
+        .downcast_ref::<std::io::Error>()
+        .and_then(|io| io.get_ref())
+        .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
 }
 
 /// Failures that waiting will not cure: a server certificate that does not verify (or any
@@ -40,7 +79,7 @@ fn tls_connector() -> Result<postgres_native_tls::MakeTlsConnector> {
 fn is_permanent(e: &anyhow::Error) -> bool {
     use tokio_postgres::error::SqlState;
     e.chain().any(|cause| {
-        cause.downcast_ref::<native_tls::Error>().is_some()
+        is_tls_failure(cause)
             || cause
                 .downcast_ref::<tokio_postgres::Error>()
                 .and_then(|pg| pg.code())

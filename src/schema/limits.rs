@@ -22,6 +22,9 @@ pub struct Limits {
     /// Most partitions a canary job may ask for: at most [`crate::canary::MAX_PARTITIONS`],
     /// which is also the schema's maximum (and the default).
     pub max_canary_partitions: u32,
+    /// Size classes this worker fetches (`porep-32g`, `canary-4`, …: see `crate::classes`).
+    /// Unset: every class whose worst case the limits above and the memory budget admit.
+    pub classes: Option<Vec<String>>,
 }
 
 impl Default for Limits {
@@ -31,6 +34,7 @@ impl Default for Limits {
             max_c1_bytes: 192 * MIB,
             max_sector_size: None,
             max_canary_partitions: crate::canary::MAX_PARTITIONS as u32,
+            classes: None,
         }
     }
 }

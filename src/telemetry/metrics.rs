@@ -3,14 +3,14 @@
 use anyhow::Result;
 use prometheus::{
     exponential_buckets, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
-    IntGauge, Opts, Registry, TextEncoder,
+    IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 pub struct Metrics {
     pub registry: Registry,
     /// Jobs by outcome: `proved`, `from_ledger`, `failed`, `retried`, `dead_lettered`,
     /// `deferred` (another worker holds the job's lease), `handed_back` (this worker stopped
-    /// taking work).
+    /// taking work), `rerouted` (fetched unsorted, sent to its size class's queue).
     pub jobs: IntCounterVec,
     /// Per-partition stage latency (`synthesis`, `start`, `finish`) and per-job `verify`,
     /// `publish` and `total`.
@@ -30,6 +30,11 @@ pub struct Metrics {
     pub backend_failures: IntCounter,
     /// GPUs taken out of service after repeated failures while others carry on.
     pub backends_out_of_service: IntGauge,
+    /// Jobs ready in each size class's queue (and `unsorted`), as the broker counts them.
+    pub class_queue_jobs: IntGaugeVec,
+    /// Workers seen recently that fetch each size class: 0 beside waiting jobs means they wait
+    /// for a worker that can hold them.
+    pub class_workers: IntGaugeVec,
 }
 
 impl Metrics {
@@ -79,6 +84,22 @@ impl Metrics {
             "GPUs taken out of service after repeated failed proving starts (the others carry on)",
         )?;
         registry.register(Box::new(backends_out_of_service.clone()))?;
+        let class_queue_jobs = IntGaugeVec::new(
+            Opts::new(
+                "class_queue_jobs",
+                "Jobs ready in each size class's queue (unsorted: not yet routed by class)",
+            ),
+            &["class"],
+        )?;
+        let class_workers = IntGaugeVec::new(
+            Opts::new(
+                "class_workers",
+                "Workers seen in the last minute that fetch each size class",
+            ),
+            &["class"],
+        )?;
+        registry.register(Box::new(class_queue_jobs.clone()))?;
+        registry.register(Box::new(class_workers.clone()))?;
         Ok(Metrics {
             registry,
             jobs,
@@ -93,6 +114,8 @@ impl Metrics {
             backend_healthy,
             backend_failures,
             backends_out_of_service,
+            class_queue_jobs,
+            class_workers,
         })
     }
 

@@ -10,7 +10,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::Context;
 use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions};
 use tokio::sync::oneshot;
@@ -20,6 +19,7 @@ use super::lease::LeaseKeeper;
 use super::reply::{self, Echo};
 use super::{jobs, NotBegun, Worker};
 use crate::broker::{headers, Broker};
+use crate::classes::SizeClass;
 use crate::gate::Reservation;
 use crate::ledger::{Claim, JobIdentity};
 use crate::pipeline::{PartitionDone, Stage, StageError, Submission};
@@ -42,6 +42,9 @@ pub(super) enum Outcome {
     /// Deliveries of this job (over all its copies) ended unsettled more often than the
     /// delivery limit allows: it probably kills workers. Dead-letter it as poison.
     Poison { job_id: String, returns: u32 },
+    /// A job of a size class this worker does not fetch (it came from the unsorted queue, or
+    /// was routed to the wrong class): send it to its class's queue, without charging it.
+    Reroute { job_id: String, class: SizeClass },
 }
 
 /// The longest an ack or a nack may take. Neither waits for an answer from the broker (AMQP has
@@ -113,10 +116,10 @@ async fn finish_delivery(fetched_on: &Broker, delivery: &Delivery, settled: anyh
 
 /// An ack or nack, given up after [`SETTLE_TIMEOUT`].
 async fn bounded(
-    settle: impl std::future::Future<Output = lapin::Result<()>>,
+    settle: impl std::future::Future<Output = lapin::Result<bool>>,
 ) -> anyhow::Result<()> {
     match tokio::time::timeout(SETTLE_TIMEOUT, settle).await {
-        Ok(done) => done.context("the broker connection refused it"),
+        Ok(done) => crate::broker::settled(done),
         Err(_) => Err(anyhow::anyhow!(
             "not handed to the connection within {SETTLE_TIMEOUT:?} (it is probably gone)"
         )),
@@ -193,9 +196,21 @@ impl Worker {
         // is not told of a job refused before its claim: its id may be another job's.
         let echo = Echo::of(&decoded);
         let message_id = (!message_id.is_empty()).then_some(message_id.as_str());
-        let validated = schema::job::check_message_id(&decoded, message_id)
-            .and_then(|()| schema::job::validate(decoded, &self.cfg.limits));
-        let decoded = match validated {
+        if let Err(e) = schema::job::check_message_id(&decoded, message_id) {
+            tracing::warn!(job_id = %echo.job_id, error = %e, "rejected job message");
+            return Outcome::Failed(e, echo, retries);
+        }
+        // Before the payload is decompressed: a job this worker cannot hold goes to the queue
+        // of the workers that can. One no class holds is refused by validation below.
+        if let Some(class) = SizeClass::of(&decoded) {
+            if !self.classes.contains(&class) {
+                return Outcome::Reroute {
+                    job_id: decoded.job_id,
+                    class,
+                };
+            }
+        }
+        let decoded = match schema::job::validate(decoded, &self.cfg.limits) {
             Ok(d) => d,
             Err(e) => {
                 tracing::warn!(job_id = %echo.job_id, error = %e, "rejected job message");

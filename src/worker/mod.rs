@@ -1,5 +1,6 @@
-//! `c2q worker`: fetch jobs the memory gate can admit, no more than `pipeline.prefetch` ahead
-//! of what the pipeline has begun, prove them in the pipeline, publish the verified result with
+//! `c2q worker`: fetch jobs of the size classes it serves (`crate::classes`, largest first,
+//! then the unsorted queue) that the memory gate can admit, no more than `pipeline.prefetch`
+//! ahead of what the pipeline has begun, prove them in the pipeline, publish the verified result with
 //! a broker confirm, and only then ack.
 //!
 //! Shutdown: SIGTERM (or a first SIGINT) stops fetching, lets in-flight jobs finish, publish
@@ -10,6 +11,7 @@
 //! systemd starts it again with a fresh GPU context), or stays up and not ready (`"stay"`).
 
 mod fault;
+mod fleet;
 mod handle;
 mod health;
 pub mod jobs;
@@ -23,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
+use lapin::message::Delivery;
 use lapin::options::BasicGetOptions;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -30,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::broker::Broker;
+use crate::classes::SizeClass;
 use crate::config::Config;
 use crate::gate::{self, estimate, Gate, Reservation};
 use crate::gpu::{select_backends, BackendChoice};
@@ -78,6 +82,8 @@ pub(crate) struct Worker {
     backend_health: health::BackendHealth,
     /// One permit per job fetched and not yet begun (`pipeline.prefetch`).
     not_begun: Arc<Semaphore>,
+    /// The size classes this worker fetches, largest first.
+    classes: Vec<SizeClass>,
 }
 
 /// A job fetched and not yet handed to the pipeline, counted against `pipeline.prefetch` until
@@ -138,6 +144,11 @@ pub async fn run_async(mut cfg: Config) -> Result<()> {
     let ledger = Ledger::connect(&cfg.ledger).await?;
     health.ledger_up.store(true, Ordering::Relaxed);
 
+    let classes = SizeClass::served(
+        &cfg.limits,
+        cfg.pipeline.partitions_in_flight(),
+        budget.jobs,
+    )?;
     let worker = Arc::new(Worker {
         name: name.clone(),
         ledger,
@@ -156,22 +167,16 @@ pub async fn run_async(mut cfg: Config) -> Result<()> {
         backend_name,
         backend_health: health::BackendHealth::new(cfg.pipeline.max_backend_failures),
         not_begun: Arc::new(Semaphore::new(prefetch)),
+        classes,
         cfg,
     });
-    let largest = worker.fetch_bytes();
-    if largest > budget.jobs {
-        bail!(
-            "memory budget for jobs ({} bytes) cannot admit the largest job this worker accepts \
-             ({largest} bytes): raise gate.budget_bytes, or lower limits.max_sector_size or \
-             pipeline.synthesis_threads",
-            budget.jobs
-        );
-    }
     worker.broker().await?;
     tracing::info!(worker = %name, budget = budget.total, job_budget = budget.jobs,
         max_sector_size = worker.cfg.limits.sector_size_limit(),
+        classes = %worker.class_keys().join(","),
         prefix = %worker.cfg.broker.prefix, "worker started");
     spawn_ledger_probe(worker.clone(), stop.clone());
+    let fleet = fleet::spawn(worker.clone(), stop.clone());
 
     let tracker = TaskTracker::new();
     let fetched = worker.fetch_loop(&tracker, &stop).await;
@@ -190,6 +195,7 @@ pub async fn run_async(mut cfg: Config) -> Result<()> {
         "draining: waiting for in-flight jobs"
     );
     tracker.wait().await;
+    fleet.stopped().await;
     if let Some(b) = worker.broker.lock().await.take() {
         b.close().await;
     }
@@ -234,6 +240,9 @@ impl Worker {
                 _ = stop.cancelled() => return Ok(()),
                 _ = broken.cancelled() => return Ok(()),
             };
+            // Memory for the worst case of any job this worker fetches, whichever queue it
+            // comes from: a worker busy with a large job takes no small one it would only
+            // hold behind it, and a large job never waits for memory that small ones took.
             let reservation = tokio::select! {
                 r = self.gate.reserve(self.fetch_bytes()) => r,
                 _ = stop.cancelled() => return Ok(()),
@@ -251,17 +260,9 @@ impl Worker {
                 b = self.broker() => b?,
                 _ = stop.cancelled() => return Ok(()),
             };
-            let got = broker
-                .fetch
-                .basic_get(
-                    &broker.names.jobs_queue(),
-                    BasicGetOptions { no_ack: false },
-                )
-                .await;
-            match got {
-                Ok(Some(message)) => {
+            match self.fetch_one(&broker).await {
+                Ok(Some(delivery)) => {
                     let worker = self.clone();
-                    let delivery = message.delivery;
                     tracker.spawn(async move {
                         worker
                             .handle(broker, delivery, reservation, not_begun)
@@ -278,11 +279,35 @@ impl Worker {
                 }
                 Err(e) => {
                     drop(reservation);
-                    tracing::warn!(error = %e, "fetching from the job queue failed; reconnecting");
+                    tracing::warn!(
+                        error = format!("{e:#}"),
+                        "fetching a job failed; reconnecting"
+                    );
                     tokio::time::sleep(poll).await;
                 }
             }
         }
+    }
+
+    /// One job from the first queue that has one: the classes this worker serves, largest
+    /// first, then the unsorted queue. `None` when all are empty.
+    async fn fetch_one(&self, broker: &Broker) -> Result<Option<Delivery>> {
+        let queues = self
+            .classes
+            .iter()
+            .map(|&c| broker.names.class_queue(c))
+            .chain([broker.names.jobs_queue()]);
+        for queue in queues {
+            let got = broker
+                .fetch
+                .basic_get(queue.as_str().into(), BasicGetOptions { no_ack: false })
+                .await
+                .with_context(|| format!("fetching from {queue}"))?;
+            if let Some(message) = got {
+                return Ok(Some(message.delivery));
+            }
+        }
+        Ok(None)
     }
 
     /// The current broker connection, replaced (with backoff) when it or a channel died, e.g.
@@ -313,20 +338,24 @@ impl Worker {
         Ok(b)
     }
 
-    /// What must be free before a message is taken: the largest job this worker accepts, with
-    /// the SRS counted only if it is not already resident.
+    /// What must be free before a message is taken: the worst case of the largest class this
+    /// worker fetches, with the SRS counted only if it is not already resident. A job that
+    /// turns out smaller shrinks it once it is built.
     fn fetch_bytes(&self) -> u64 {
-        let limits = &self.cfg.limits;
         let in_flight = self.cfg.pipeline.partitions_in_flight();
-        estimate::accepted(
-            limits.sector_size_limit(),
-            u64::from(limits.max_canary_partitions),
-            in_flight,
-        )
-        .iter()
-        .map(|e| e.work(e.partitions) + self.srs_needed(e))
-        .max()
-        .unwrap_or(0)
+        self.classes
+            .iter()
+            .map(|class| {
+                let worst = class.worst_case(in_flight);
+                worst.work(worst.partitions) + self.srs_needed(&worst)
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The keys of the classes this worker fetches, largest first.
+    fn class_keys(&self) -> Vec<String> {
+        self.classes.iter().map(|c| c.key()).collect()
     }
 
     fn srs_needed(&self, e: &estimate::Estimate) -> u64 {

@@ -1,7 +1,7 @@
 //! Settling a job on the broker: the result to its reply queue, and for failures the dead-letter
 //! queue or a retry delay queue; a job being proved elsewhere goes to the wait queue, one this
-//! worker cannot prove back to the job queue. Every publish is confirmed before the job is
-//! acked.
+//! worker cannot prove back to the job queue, one of a size class it does not fetch to that
+//! class's queue. Every publish is confirmed before the job is acked.
 //!
 //! Putting a job off is done by publishing a copy and acking the delivery, never by a nack
 //! with requeue: a quorum queue counts every requeue against `x-delivery-limit`, so a job
@@ -19,6 +19,7 @@ use lapin::BasicProperties;
 use super::handle::Outcome;
 use super::Worker;
 use crate::broker::{self, headers, publish_confirmed, topology::JOB_KEY, PublishError};
+use crate::classes::SizeClass;
 use crate::schema::{self, result::ErrorInfo, ErrorKind, JobError, JobV1, ResultV1, Status};
 
 /// What a result echoes of its job.
@@ -168,6 +169,7 @@ pub(super) async fn settle(worker: &Worker, delivery: &Delivery, outcome: Outcom
         }
         Outcome::Busy { job_id, holder } => defer(worker, delivery, &job_id, &holder).await,
         Outcome::HandBack { job_id } => hand_back(worker, delivery, &job_id).await,
+        Outcome::Reroute { job_id, class } => reroute(worker, delivery, &job_id, class).await,
         Outcome::Poison { job_id, returns } => {
             let error = JobError::new(
                 ErrorKind::Transient,
@@ -244,6 +246,38 @@ async fn hand_back(worker: &Worker, delivery: &Delivery, job_id: &str) -> Result
     tracing::warn!(
         job_id,
         "job handed back to the queue: this worker's proving backend is broken"
+    );
+    Ok(())
+}
+
+/// Send a job to its size class's queue, for the workers that fetch that class, with its
+/// retry count unchanged. Until one runs, it waits there (`c2q status` says so).
+async fn reroute(
+    worker: &Worker,
+    delivery: &Delivery,
+    job_id: &str,
+    class: SizeClass,
+) -> Result<()> {
+    let broker = worker.broker().await?;
+    let props = delivery
+        .properties
+        .clone()
+        .with_headers(headers::for_copy(&delivery.properties, vec![]));
+    let key = class.key();
+    publish_confirmed(
+        &broker.publish,
+        &broker.names.jobs_exchange(),
+        &key,
+        &delivery.data,
+        props,
+    )
+    .await
+    .with_context(|| format!("routing job {job_id} to size class {key}"))?;
+    worker.metrics.jobs.with_label_values(&["rerouted"]).inc();
+    tracing::info!(
+        job_id,
+        class = %key,
+        "job of a size class this worker does not fetch: sent to that class's queue"
     );
     Ok(())
 }

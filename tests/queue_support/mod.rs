@@ -142,11 +142,14 @@ impl Env {
         for q in n.all_queues(self.config.retry.max_retries) {
             let _ = b
                 .publish
-                .queue_delete(&q, QueueDeleteOptions::default())
+                .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
                 .await;
         }
         for e in [n.jobs_exchange(), n.dlx()] {
-            let _ = b.publish.exchange_delete(&e, Default::default()).await;
+            let _ = b
+                .publish
+                .exchange_delete(e.as_str().into(), Default::default())
+                .await;
         }
         b.close().await;
         let _ = Command::new("psql")
@@ -228,7 +231,7 @@ pub async fn next_message(b: &Broker, queue: &str, timeout: Duration) -> Option<
     loop {
         let got = b
             .fetch
-            .basic_get(queue, BasicGetOptions { no_ack: false })
+            .basic_get(queue.into(), BasicGetOptions { no_ack: false })
             .await
             .expect("basic_get");
         if let Some(m) = got {
@@ -250,7 +253,7 @@ pub async fn depth(b: &Broker, queue: &str) -> u32 {
     let q = b
         .fetch
         .queue_declare(
-            queue,
+            queue.into(),
             QueueDeclareOptions {
                 passive: true,
                 ..Default::default()
