@@ -12,7 +12,6 @@ pub mod job;
 pub mod params;
 pub mod porep;
 pub mod prove;
-pub mod select;
 pub mod verify;
 
 pub mod broker;
