@@ -2,10 +2,12 @@
 //!
 //! See `ARCHITECTURE.md` for the map. Dependencies run one way:
 //! `worker → broker/ledger/pipeline → porep → groth16`; the GPU plugs into `groth16` through
-//! its `Backend` trait (`gpu::backend`).
+//! its `Backend` trait (`gpu::backend`) and imports nothing else of the crate. `gpu-check` and
+//! `bench gpu` live above both, in `diagnostics`.
 
 pub mod bench;
 pub mod canary;
+pub mod diagnostics;
 pub mod gpu;
 pub mod groth16;
 pub mod job;
