@@ -2,18 +2,19 @@
 //!
 //! See `ARCHITECTURE.md` for the map. Dependencies run one way:
 //! `worker → broker/ledger/pipeline → porep → groth16`; the GPU plugs into `groth16` through
-//! its `Backend` trait (`gpu::backend`).
+//! its `Backend` trait (`gpu::backend`) and imports nothing else of the crate. `gpu-check` and
+//! `bench gpu` live above both, in `diagnostics`.
 
 pub mod bench;
 pub mod canary;
 pub mod classes;
+pub mod diagnostics;
 pub mod gpu;
 pub mod groth16;
 pub mod job;
 pub mod params;
 pub mod porep;
 pub mod prove;
-pub mod select;
 pub mod verify;
 
 pub mod broker;

@@ -45,7 +45,7 @@ enum Command {
     #[command(subcommand)]
     Testdata(TestdataCommand),
     /// Check the GPU backend against the CPU backend, bit for bit, on fresh random inputs.
-    GpuCheck(c2q::gpu::cli::GpuCheckArgs),
+    GpuCheck(c2q::diagnostics::GpuCheckArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -62,7 +62,7 @@ enum Command {
 #[derive(Subcommand)]
 enum BenchCommand {
     /// GPU MSM and NTT timings, and a partition-shaped proving start.
-    Gpu(c2q::gpu::cli::BenchGpuArgs),
+    Gpu(c2q::diagnostics::BenchGpuArgs),
     /// Full-size jobs (shape-only inputs, a generated SRS of the right shape) through the
     /// worker's pipeline: seconds per proof, stage busy fractions, memory peaks.
     Pipeline(BenchPipelineArgs),
@@ -224,12 +224,12 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(EXIT_FAILED, &e),
         },
-        Command::GpuCheck(args) => match c2q::gpu::cli::gpu_check(&args) {
+        Command::GpuCheck(args) => match c2q::diagnostics::gpu_check(&args) {
             Ok(true) => ExitCode::SUCCESS,
             Ok(false) => ExitCode::from(EXIT_FAILED),
             Err(e) => fail(EXIT_FAILED, &e),
         },
-        Command::Bench(BenchCommand::Gpu(args)) => match c2q::gpu::cli::bench_gpu(&args) {
+        Command::Bench(BenchCommand::Gpu(args)) => match c2q::diagnostics::bench_gpu(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(EXIT_FAILED, &e),
         },

@@ -639,7 +639,7 @@ impl Gpu {
         let mut at = offset;
         for (i, piece) in values.chunks(per_piece).enumerate() {
             let first = i * per_piece;
-            let counts = crate::select::count(piece, first, present);
+            let counts = crate::groth16::select::count(piece, first, present);
             let count: usize = counts.iter().sum();
             if count == 0 {
                 continue;
@@ -658,7 +658,7 @@ impl Gpu {
             // SAFETY: buffer k holds STAGING_BYTES ≥ count · size bytes, is page-aligned (so
             // aligned for T) and no DMA reads it now.
             let stage = unsafe { std::slice::from_raw_parts_mut(st.bufs[k] as *mut T, count) };
-            crate::select::gather(piece, first, present, &counts, stage);
+            crate::groth16::select::gather(piece, first, present, &counts, stage);
             // SAFETY: the first `bytes` bytes of buffer k were just written (pinned memory);
             // the destination range was checked above; the event marks when k may be reused.
             unsafe {

@@ -6,10 +6,7 @@
 //! is empty and `select_backends(Auto, ..)` gives the CPU backend.
 
 pub mod backend;
-pub mod cli;
 pub mod device;
-pub mod inputs;
-pub mod large_check;
 pub mod limbs;
 pub mod msm;
 pub mod ntt;

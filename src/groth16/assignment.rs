@@ -95,13 +95,13 @@ impl Density {
     pub fn select(&self, values: &[Fr]) -> Vec<Fr> {
         use rayon::prelude::*;
         let present = |i: usize| self.get(i);
-        let counts = crate::select::count(values, 0, &present);
+        let counts = super::select::count(values, 0, &present);
         let mut out = Vec::new();
         (0..counts.iter().sum::<usize>())
             .into_par_iter()
             .map(|_| Fr::ZERO)
             .collect_into_vec(&mut out);
-        crate::select::gather(values, 0, &present, &counts, &mut out);
+        super::select::gather(values, 0, &present, &counts, &mut out);
         out
     }
 }

@@ -13,6 +13,7 @@ pub mod msm;
 pub mod ntt;
 pub mod prover;
 pub mod r1cs;
+pub mod select;
 pub mod setup;
 pub mod sha256_witness;
 pub mod srs;

@@ -4,7 +4,7 @@
 //! host computes in linear time, by a route that shares nothing with the kernels:
 //!
 //! - MSM: over points of known structure (see `inputs::PointLattice`), a closed form; in G1,
-//!   and in G1 and G2 over one sort (`msm::msm_shared`, the B query's MSM).
+//!   and in G1 and G2 over one sort (`gpu::msm::msm_shared`, the B query's MSM).
 //! - NTT: output k of a transform is the input polynomial at ω^k (g·ω^k for the coset, ω^-k/n
 //!   for the inverse): checked at a few positions by Horner's rule, and inverse(forward(x)) = x
 //!   everywhere.
@@ -18,11 +18,11 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
-use super::device::Gpu;
-use super::inputs::{download_scalars, gen_points, gen_scalars};
-use super::limbs::{scalars_as_limbs, FR_LIMBS};
-use super::msm::{msm, msm_shared};
-use super::ntt::{omega, Ntt};
+use super::inputs::{download_scalars, gen_points, gen_scalars, PointLattice};
+use crate::gpu::device::{DevBuf, Gpu};
+use crate::gpu::limbs::{scalars_as_limbs, FR_LIMBS};
+use crate::gpu::msm::{msm, msm_shared};
+use crate::gpu::ntt::{omega, Ntt};
 
 /// Coefficients per parallel piece of the host's polynomial evaluations.
 const PIECE: usize = 1 << 16;
@@ -110,25 +110,51 @@ fn positions(rng: &mut ChaCha8Rng, n: usize) -> Vec<usize> {
     p
 }
 
-/// Runs the full-size checks at 2^log_n; each result is (what, passed).
-pub fn run(gpu: &Gpu, log_n: u32, rng: &mut ChaCha8Rng) -> Result<Vec<(String, bool)>> {
+/// What was compared, and whether it matched: one line of `gpu-check`'s output each.
+pub type Checks = Vec<(String, bool)>;
+
+/// Runs the full-size checks at 2^log_n in turn: the four NTTs, H, the MSM in G1, and in G1
+/// and G2 over one sort.
+pub fn run(gpu: &Gpu, log_n: u32, rng: &mut ChaCha8Rng) -> Result<Checks> {
     ensure!(
         (10..=28).contains(&log_n),
         "--large-log {log_n}: give 10 to 28"
     );
     let n = 1usize << log_n;
-    let mut out: Vec<(String, bool)> = Vec::new();
     let mut ntt = Ntt::new();
+    // One domain of scalars, shared by the NTTs and H, freed before the points are made.
+    let buf = gpu.alloc::<u32>(n * FR_LIMBS)?;
+    let mut out = ntts(gpu, &mut ntt, &buf, log_n, rng)?;
+    out.extend(h_quotient(gpu, &mut ntt, &buf, log_n, rng)?);
+    drop(buf);
+
+    let (points, lattice) = gen_points::<G1Projective>(gpu, n, rng)?;
+    let scalars = gpu.alloc::<u32>(n * FR_LIMBS)?;
+    out.extend(msm_g1(gpu, &points, &lattice, &scalars, n, rng)?);
+    out.extend(msm_g1_g2(gpu, &points, &lattice, &scalars, n, rng)?);
+    Ok(out)
+}
+
+/// NTTs: forward, inverse, coset forward, coset inverse, each from the same random input,
+/// made in `buf`: a few outputs against the input polynomial evaluated by Horner's rule, and
+/// the inverse of the forward transform against the input.
+fn ntts(
+    gpu: &Gpu,
+    ntt: &mut Ntt,
+    buf: &DevBuf<u32>,
+    log_n: u32,
+    rng: &mut ChaCha8Rng,
+) -> Result<Checks> {
+    let n = 1usize << log_n;
+    let mut out = Checks::new();
     let w = omega(log_n);
     let g = Fr::MULTIPLICATIVE_GENERATOR;
     let n_inv = Option::<Fr>::from(Fr::from(n as u64).invert())
         .ok_or_else(|| anyhow::anyhow!("n is not invertible"))?;
     let g_inv = Option::<Fr>::from(g.invert()).ok_or_else(|| anyhow::anyhow!("g = 0"))?;
 
-    // NTTs: forward, inverse, coset forward, coset inverse, each from the same random input.
-    let buf = gpu.alloc::<u32>(n * FR_LIMBS)?;
-    gen_scalars(gpu, &buf, n, rng.gen(), 0)?;
-    let x = download_scalars(gpu, &buf, n)?;
+    gen_scalars(gpu, buf, n, rng.gen(), 0)?;
+    let x = download_scalars(gpu, buf, n)?;
     type Want = fn(Fr, Fr, Fr, Fr, usize) -> (Fr, Fr);
     // Per transform: where output k evaluates the input, and the factor applied after.
     let kinds: [(&str, Want); 4] = [
@@ -149,14 +175,14 @@ pub fn run(gpu: &Gpu, log_n: u32, rng: &mut ChaCha8Rng) -> Result<Vec<(String, b
         }),
     ];
     for (name, want) in kinds {
-        gpu.upload(&buf, 0, scalars_as_limbs(&x))?;
+        gpu.upload(buf, 0, scalars_as_limbs(&x))?;
         match name {
-            "forward" => ntt.forward(gpu, &buf, log_n)?,
-            "inverse" => ntt.inverse(gpu, &buf, log_n)?,
-            "coset forward" => ntt.coset_forward(gpu, &buf, log_n)?,
-            _ => ntt.coset_inverse(gpu, &buf, log_n)?,
+            "forward" => ntt.forward(gpu, buf, log_n)?,
+            "inverse" => ntt.inverse(gpu, buf, log_n)?,
+            "coset forward" => ntt.coset_forward(gpu, buf, log_n)?,
+            _ => ntt.coset_inverse(gpu, buf, log_n)?,
         }
-        let got = download_scalars(gpu, &buf, n)?;
+        let got = download_scalars(gpu, buf, n)?;
         let ks = positions(rng, n);
         let (zs, factors): (Vec<Fr>, Vec<Fr>) =
             ks.iter().map(|&k| want(w, g, g_inv, n_inv, k)).unzip();
@@ -171,73 +197,99 @@ pub fn run(gpu: &Gpu, log_n: u32, rng: &mut ChaCha8Rng) -> Result<Vec<(String, b
         ));
         if name == "forward" {
             // And back: the inverse of this output is the input, element for element.
-            ntt.inverse(gpu, &buf, log_n)?;
-            let back = download_scalars(gpu, &buf, n)?;
+            ntt.inverse(gpu, buf, log_n)?;
+            let back = download_scalars(gpu, buf, n)?;
             out.push((format!("ntt inverse(forward(x)) = x, 2^{log_n}"), back == x));
         }
     }
-    drop(x);
+    Ok(out)
+}
 
-    // H over a satisfied system: a, b PoRep-like, c = a·b, the last 3 constraints missing
-    // (zero padding, as for a real circuit).
-    {
-        let used = n - 3;
-        let dev = |seed: u64| -> Result<Vec<Fr>> {
-            gen_scalars(gpu, &buf, n, seed, 1)?;
-            let mut v = download_scalars(gpu, &buf, n)?;
-            v[used..].fill(Fr::ZERO);
-            Ok(v)
-        };
-        let a = dev(rng.gen())?;
-        let b = dev(rng.gen())?;
-        let c: Vec<Fr> = a.par_iter().zip(&b).map(|(x, y)| *x * y).collect();
-        let up = |v: &[Fr]| -> Result<_> {
-            let d = gpu.alloc::<u32>(n * FR_LIMBS)?;
-            gpu.upload(&d, 0, scalars_as_limbs(v))?;
-            Ok(d)
-        };
-        let (da, db, dc) = (up(&a)?, up(&b)?, up(&c)?);
-        ntt.h_quotient(gpu, &da, &db, &dc, log_n)?;
-        drop((db, dc));
-        let h = download_scalars(gpu, &da, n)?;
-        drop(da);
-        let z = Fr::random(&mut *rng);
-        let abc = interpolate_at(&[&a, &b, &c], log_n, z)?;
-        let hz = eval_poly(&h, &[z])[0];
-        let zn = z.pow_vartime([n as u64]) - Fr::ONE;
-        out.push((
-            format!("H 2^{log_n}: A(z)·B(z) − C(z) = H(z)·(z^n − 1) at a random z, deg H < n − 1"),
-            abc[0] * abc[1] - abc[2] == hz * zn && h[n - 1] == Fr::ZERO,
-        ));
-    }
-    drop(buf);
+/// H over a satisfied system: a, b PoRep-like (made in `buf`), c = a·b, the last 3
+/// constraints missing (zero padding, as for a real circuit); the quotient identity at a
+/// random point.
+fn h_quotient(
+    gpu: &Gpu,
+    ntt: &mut Ntt,
+    buf: &DevBuf<u32>,
+    log_n: u32,
+    rng: &mut ChaCha8Rng,
+) -> Result<Checks> {
+    let n = 1usize << log_n;
+    let used = n - 3;
+    let dev = |seed: u64| -> Result<Vec<Fr>> {
+        gen_scalars(gpu, buf, n, seed, 1)?;
+        let mut v = download_scalars(gpu, buf, n)?;
+        v[used..].fill(Fr::ZERO);
+        Ok(v)
+    };
+    let a = dev(rng.gen())?;
+    let b = dev(rng.gen())?;
+    let c: Vec<Fr> = a.par_iter().zip(&b).map(|(x, y)| *x * y).collect();
+    let up = |v: &[Fr]| -> Result<_> {
+        let d = gpu.alloc::<u32>(n * FR_LIMBS)?;
+        gpu.upload(&d, 0, scalars_as_limbs(v))?;
+        Ok(d)
+    };
+    let (da, db, dc) = (up(&a)?, up(&b)?, up(&c)?);
+    ntt.h_quotient(gpu, &da, &db, &dc, log_n)?;
+    drop((db, dc));
+    let h = download_scalars(gpu, &da, n)?;
+    drop(da);
+    let z = Fr::random(&mut *rng);
+    let abc = interpolate_at(&[&a, &b, &c], log_n, z)?;
+    let hz = eval_poly(&h, &[z])[0];
+    let zn = z.pow_vartime([n as u64]) - Fr::ONE;
+    Ok(vec![(
+        format!("H 2^{log_n}: A(z)·B(z) − C(z) = H(z)·(z^n − 1) at a random z, deg H < n − 1"),
+        abc[0] * abc[1] - abc[2] == hz * zn && h[n - 1] == Fr::ZERO,
+    )])
+}
 
-    // MSMs over points of known structure: the full size and an odd size below it, with
-    // full-width and PoRep-like scalars.
-    let (points, lattice) = gen_points::<G1Projective>(gpu, n, rng)?;
-    let scalars = gpu.alloc::<u32>(n * FR_LIMBS)?;
+/// MSMs over the n G1 points of known structure: the full size and an odd size below it,
+/// with full-width and PoRep-like scalars (made in `scalars`).
+fn msm_g1(
+    gpu: &Gpu,
+    points: &DevBuf<u32>,
+    lattice: &PointLattice<G1Projective>,
+    scalars: &DevBuf<u32>,
+    n: usize,
+    rng: &mut ChaCha8Rng,
+) -> Result<Checks> {
+    let mut out = Checks::new();
     for (kind, mode) in [("full-width", 0u32), ("porep-like", 1)] {
-        gen_scalars(gpu, &scalars, n, rng.gen(), mode)?;
-        let host = download_scalars(gpu, &scalars, n)?;
+        gen_scalars(gpu, scalars, n, rng.gen(), mode)?;
+        let host = download_scalars(gpu, scalars, n)?;
         for len in [n, n - 5] {
-            let got = msm(gpu, &points, &scalars, len)?;
+            let got = msm(gpu, points, scalars, len)?;
             out.push((
                 format!("msm {len} {kind} (points of known structure)"),
                 got == lattice.msm(&host[..len]),
             ));
         }
     }
+    Ok(out)
+}
 
-    // The B query's MSM, G1 and G2 over one sort, at a quarter of the size (a PoRep
-    // partition's B query is a quarter of its domain: 2^25 at 2^27), over the first G1 points
-    // and as many G2 points of known structure.
+/// The B query's MSM, G1 and G2 over one sort, at a quarter of the size (a PoRep partition's
+/// B query is a quarter of its domain: 2^25 at 2^27), over the first G1 points and as many G2
+/// points of known structure.
+fn msm_g1_g2(
+    gpu: &Gpu,
+    points: &DevBuf<u32>,
+    lattice: &PointLattice<G1Projective>,
+    scalars: &DevBuf<u32>,
+    n: usize,
+    rng: &mut ChaCha8Rng,
+) -> Result<Checks> {
+    let mut out = Checks::new();
     let n2 = n / 4;
     let (points2, lattice2) = gen_points::<G2Projective>(gpu, n2, rng)?;
     for (kind, mode) in [("full-width", 0u32), ("porep-like", 1)] {
-        gen_scalars(gpu, &scalars, n2, rng.gen(), mode)?;
-        let host = download_scalars(gpu, &scalars, n2)?;
+        gen_scalars(gpu, scalars, n2, rng.gen(), mode)?;
+        let host = download_scalars(gpu, scalars, n2)?;
         for len in [n2, n2 - 5] {
-            let got = msm_shared(gpu, &points, Some(&points2), &scalars, len)?;
+            let got = msm_shared(gpu, points, Some(&points2), scalars, len)?;
             out.push((
                 format!("msm g1+g2 {len} {kind} (points of known structure)"),
                 got.g1 == lattice.msm(&host[..len]) && got.g2 == Some(lattice2.msm(&host[..len])),

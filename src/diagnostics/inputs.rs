@@ -1,18 +1,20 @@
-//! Inputs for `c2q bench gpu` and `c2q gpu-check`, made on the GPU so that 2^28 points or
+//! Inputs for `c2q bench gpu` and `c2q gpu-check`. Made on the GPU, so that 2^28 points or
 //! scalars neither cross PCIe nor take the host minutes: random scalars, and points (in G1 or
 //! G2) whose discrete-log structure is known, so that an MSM over them has a cheap exact
-//! answer.
+//! answer. Made on the host, for the comparisons with the CPU backend: random and PoRep-like
+//! scalars, and random points.
 
 use anyhow::Result;
-use blstrs::{G1Projective, G2Projective, Scalar as Fr};
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar as Fr};
 use ff::Field;
 use group::prime::{PrimeCurve, PrimeCurveAffine};
 use group::Group;
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
-use super::device::{blocks, DevBuf, Gpu};
-use super::limbs::{points_as_limbs, scalars_as_limbs_mut, DeviceAffine};
+use crate::gpu::device::{blocks, DevBuf, Gpu};
+use crate::gpu::limbs::{points_as_limbs, scalars_as_limbs_mut, DeviceAffine};
 
 /// log2 of the two point tables `gen_points` combines: 2^28 distinct points from 2 × 2^14.
 const TLOG: u32 = 14;
@@ -43,6 +45,65 @@ pub fn ladder<G: PrimeCurve>(rng: &mut ChaCha8Rng, n: usize) -> (Vec<G::Affine>,
     let mut out = vec![G::Affine::identity(); n];
     G::batch_normalize(&proj, &mut out);
     (out, base, step)
+}
+
+/// Full-width random scalars.
+pub fn random_scalars(rng: &mut ChaCha8Rng, n: usize) -> Vec<Fr> {
+    (0..n).map(|_| Fr::random(&mut *rng)).collect()
+}
+
+/// PoRep-like witness values: 51 % zero, 47 % one, 2 % anything.
+pub fn porep_scalars(rng: &mut ChaCha8Rng, n: usize) -> Vec<Fr> {
+    (0..n)
+        .map(|_| match rng.gen_range(0..100) {
+            0..=50 => Fr::ZERO,
+            51..=97 => Fr::ONE,
+            _ => Fr::random(&mut *rng),
+        })
+        .collect()
+}
+
+/// PoRep-like host values, generated in parallel from `seed`: 51 % zero, `other_pct` %
+/// anything, the rest one.
+pub fn porep_host(n: usize, seed: u64, other_pct: u32) -> Vec<Fr> {
+    let mut v = vec![Fr::ZERO; n];
+    v.par_chunks_mut(1 << 16)
+        .enumerate()
+        .for_each(|(k, chunk)| {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (k as u64).wrapping_mul(0x9e37_79b9));
+            for x in chunk {
+                let pick = rng.gen_range(0..100u32);
+                *x = if pick < 51 {
+                    Fr::ZERO
+                } else if pick < 100 - other_pct {
+                    Fr::ONE
+                } else {
+                    Fr::random(&mut rng)
+                };
+            }
+        });
+    v
+}
+
+/// Random points (P_i = P_0 + i·Q for random P_0, Q), with a few at infinity when asked.
+pub fn random_points(rng: &mut ChaCha8Rng, n: usize, with_infinity: bool) -> Vec<G1Affine> {
+    let (mut out, _, _) = ladder::<G1Projective>(rng, n);
+    if with_infinity {
+        for _ in 0..n.div_ceil(50) {
+            let i = rng.gen_range(0..n);
+            out[i] = G1Affine::identity();
+        }
+    }
+    out
+}
+
+/// Random G2 points (Q_i = Q_0 + i·R), at infinity where `infinity` says.
+pub fn random_g2_points(rng: &mut ChaCha8Rng, n: usize, infinity: &[usize]) -> Vec<G2Affine> {
+    let (mut out, _, _) = ladder::<G2Projective>(rng, n);
+    for &i in infinity.iter().filter(|&&i| i < n) {
+        out[i] = G2Affine::identity();
+    }
+    out
 }
 
 /// How the points of `gen_points` were made: P_i = T1[i mod 2^t] + T2[⌊i / 2^t⌋ mod 2^t] with
@@ -149,13 +210,11 @@ pub fn download_scalars(gpu: &Gpu, buf: &DevBuf<u32>, n: usize) -> Result<Vec<Fr
 mod tests {
     use super::*;
     use group::Curve;
-    use rand::{Rng, SeedableRng};
 
     /// The closed form agrees with a plain multiexp over the same points, full runs of 2^t
     /// and a partial one included.
     #[test]
     fn lattice_msm_matches_the_multiexp() {
-        use blstrs::{G1Affine, G2Affine};
         let mut rng = ChaCha8Rng::seed_from_u64(5);
         let lattice = PointLattice {
             tlog: 3,

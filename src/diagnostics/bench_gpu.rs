@@ -1,0 +1,475 @@
+//! `c2q bench gpu`: NTT and MSM timings against sppark's published figures, and
+//! partition-shaped proving starts (points resident, or streamed from host memory within a
+//! memory limit), on inputs made on the GPU.
+
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use blstrs::{G1Affine, G1Projective, G2Projective};
+use group::{prime::PrimeCurveAffine, Curve};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use super::inputs::{gen_points, gen_scalars, porep_host};
+use super::report::print_devices;
+use crate::gpu::backend::{
+    start_peak_bytes, start_resident, CudaBackend, PointSets, StartInput, StartPhases,
+};
+use crate::gpu::device::Gpu;
+use crate::gpu::limbs::{affine_as_limbs_mut, FR_LIMBS};
+use crate::gpu::msm::{msm, msm_shared};
+use crate::gpu::ntt::Ntt;
+use crate::groth16::{Backend, Density, Evaluations, Srs, Witness};
+
+/// `c2q bench gpu`: MSM and NTT timings, and partition-shaped proving starts.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchGpuArgs {
+    #[arg(long, default_value_t = 0)]
+    pub device: usize,
+    /// log2 of the smallest size timed.
+    #[arg(long, default_value_t = 20)]
+    pub min_log: u32,
+    /// log2 of the largest size timed.
+    #[arg(long, default_value_t = 27)]
+    pub max_log: u32,
+    /// Timed repetitions per measurement (after one warm-up); the median is reported.
+    #[arg(long, default_value_t = 5)]
+    pub reps: usize,
+    /// Skip the MSM timings.
+    #[arg(long)]
+    pub no_msm: bool,
+    /// Skip the NTT timings.
+    #[arg(long)]
+    pub no_ntt: bool,
+    /// Skip the partition-shaped run.
+    #[arg(long)]
+    pub no_partition: bool,
+    /// Time the partition-shaped start without the B query's G2 points on the device, its G2
+    /// multiexp left to the CPU finalizer (as on a GPU without room for them).
+    #[arg(long)]
+    pub no_g2: bool,
+    /// Constraints of the partition-shaped run (default: a 32 GiB PoRep partition).
+    #[arg(long, default_value_t = 130_278_869)]
+    pub partition_constraints: usize,
+    /// Also time the partition-shaped start with its points in host memory, through a backend
+    /// allowed this much device memory (GiB): the streaming path of GPUs too small for them.
+    #[arg(long, value_name = "GIB")]
+    pub streamed_gib: Option<f64>,
+    /// Print the results as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `c2q bench gpu`.
+pub fn bench_gpu(args: &BenchGpuArgs) -> Result<()> {
+    print_devices()?;
+    let backend = CudaBackend::new(args.device)?;
+    let gpu = backend.gpu();
+    let mut rng = ChaCha8Rng::seed_from_u64(0xbe4c);
+    let min_log = args.min_log.min(args.max_log);
+    let max_log = args.max_log.min(28);
+
+    let mut rows: Vec<BenchRow> = Vec::new();
+    if !args.no_ntt {
+        rows.extend(ntt_timings(gpu, min_log, max_log, args.reps)?);
+    }
+    if !args.no_msm {
+        rows.extend(msm_timings(gpu, min_log, max_log, args.reps, &mut rng)?);
+    }
+    let mut partition = None;
+    if !args.no_partition {
+        partition = Some(bench_partition(
+            gpu,
+            args.partition_constraints,
+            !args.no_g2,
+            &mut rng,
+        )?);
+    }
+    let mut streamed = None;
+    if let Some(gib) = args.streamed_gib {
+        let limit = crate::config::gib_to_bytes(gib)?;
+        streamed = Some(bench_partition_streamed(
+            gpu,
+            args.device,
+            args.partition_constraints,
+            limit,
+            &mut rng,
+        )?);
+    }
+
+    if args.json {
+        let out = serde_json::json!({
+            "device": gpu.info.to_string(),
+            "rows": rows,
+            "partition": partition,
+            "streamed": streamed,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        print_table(gpu, &rows, partition.as_ref(), streamed.as_ref())?;
+    }
+    Ok(())
+}
+
+/// One timing line, printed (to stderr) as it is measured.
+fn row(work: &str, log_n: u32, (med, min): (f64, f64)) -> BenchRow {
+    eprintln!("{work:<28} 2^{log_n:<3} {med:>10.2} ms");
+    BenchRow {
+        work: work.to_string(),
+        log_n,
+        median_ms: med,
+        min_ms: min,
+        sppark_ms: sppark_ms(work, log_n),
+    }
+}
+
+/// Forward NTTs of 2^min_log to 2^max_log random scalars.
+fn ntt_timings(gpu: &Gpu, min_log: u32, max_log: u32, reps: usize) -> Result<Vec<BenchRow>> {
+    let mut rows = Vec::new();
+    let mut ntt = Ntt::new();
+    for log_n in min_log..=max_log {
+        let n = 1usize << log_n;
+        let buf = gpu.alloc::<u32>(n * FR_LIMBS)?;
+        gen_scalars(gpu, &buf, n, 7, 0)?;
+        let r = time_events(gpu, reps, || ntt.forward(gpu, &buf, log_n))?;
+        rows.push(row("ntt forward", log_n, r));
+    }
+    Ok(rows)
+}
+
+/// MSMs in G1 of 2^min_log to 2^max_log points, with full-width and PoRep-like scalars; then
+/// the B query's MSM, G1 and G2 over one sort, up to 2^26 (a 32 GiB partition's B query is
+/// 2^25): the G2 points of 2^26 take 12.9 GB.
+fn msm_timings(
+    gpu: &Gpu,
+    min_log: u32,
+    max_log: u32,
+    reps: usize,
+    rng: &mut ChaCha8Rng,
+) -> Result<Vec<BenchRow>> {
+    let mut rows = Vec::new();
+    let n_max = 1usize << max_log;
+    let (points, _) = gen_points::<G1Projective>(gpu, n_max, rng)?;
+    let scalars = gpu.alloc::<u32>(n_max * FR_LIMBS)?;
+    for (work, mode) in [("msm full-width", 0u32), ("msm porep-like", 1)] {
+        for log_n in min_log..=max_log {
+            let n = 1usize << log_n;
+            gen_scalars(gpu, &scalars, n, 11 + log_n as u64, mode)?;
+            let r = time_events(gpu, reps, || msm(gpu, &points, &scalars, n).map(|_| ()))?;
+            rows.push(row(work, log_n, r));
+        }
+    }
+    let max_g2 = max_log.min(26);
+    if min_log <= max_g2 {
+        let (points2, _) = gen_points::<G2Projective>(gpu, 1 << max_g2, rng)?;
+        for log_n in min_log..=max_g2 {
+            let n = 1usize << log_n;
+            gen_scalars(gpu, &scalars, n, 13 + log_n as u64, 1)?;
+            let r = time_events(gpu, reps, || {
+                msm_shared(gpu, &points, Some(&points2), &scalars, n).map(|_| ())
+            })?;
+            rows.push(row("msm g1+g2 porep-like", log_n, r));
+        }
+    }
+    Ok(rows)
+}
+
+/// The results as a table, the partition-shaped runs as one JSON line each.
+fn print_table(
+    gpu: &Gpu,
+    rows: &[BenchRow],
+    partition: Option<&PartitionTiming>,
+    streamed: Option<&StreamedTiming>,
+) -> Result<()> {
+    println!("{}", gpu.info);
+    println!(
+        "{:<28} {:>6} {:>11} {:>11} {:>10} {:>8}",
+        "work", "size", "median ms", "min ms", "sppark ms", "ratio"
+    );
+    for r in rows {
+        let (sp, ratio) = match r.sppark_ms {
+            Some(s) => (format!("{s:.1}"), format!("{:.2}", r.median_ms / s)),
+            None => ("-".into(), "-".into()),
+        };
+        println!(
+            "{:<28} {:>6} {:>11.2} {:>11.2} {:>10} {:>8}",
+            r.work,
+            format!("2^{}", r.log_n),
+            r.median_ms,
+            r.min_ms,
+            sp,
+            ratio
+        );
+    }
+    if let Some(p) = partition {
+        println!("{}", serde_json::to_string(p)?);
+    }
+    if let Some(s) = streamed {
+        println!("{}", serde_json::to_string(s)?);
+    }
+    Ok(())
+}
+
+/// One timing line.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct BenchRow {
+    pub work: String,
+    pub log_n: u32,
+    pub median_ms: f64,
+    pub min_ms: f64,
+    pub sppark_ms: Option<f64>,
+}
+
+fn sppark_ms(work: &str, log_n: u32) -> Option<f64> {
+    match (work, log_n) {
+        ("msm full-width", 20) => Some(26.0),
+        ("msm full-width", 24) => Some(187.0),
+        ("msm full-width", 26) => Some(645.0),
+        ("msm full-width", 27) => Some(1183.0),
+        ("ntt forward", 27) => Some(42.4),
+        _ => None,
+    }
+}
+
+fn median(mut v: Vec<f64>) -> (f64, f64) {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let min = v.first().copied().unwrap_or(0.0);
+    (v[v.len() / 2], min)
+}
+
+/// Times `f` with device events around it: one warm-up, then `reps` runs.
+fn time_events(gpu: &Gpu, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<(f64, f64)> {
+    f()?;
+    gpu.sync()?;
+    let mut times = Vec::with_capacity(reps);
+    for _ in 0..reps.max(1) {
+        let start = gpu.event()?;
+        f()?;
+        let end = gpu.event()?;
+        times.push(start.elapsed_ms(&end).context("cannot read event timing")? as f64);
+    }
+    Ok(median(times))
+}
+
+/// Timings of one partition-shaped proving start.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PartitionTiming {
+    pub constraints: usize,
+    pub log_domain: u32,
+    pub aux: usize,
+    pub a_points: usize,
+    pub b_points: usize,
+    pub srs_gen_ms: f64,
+    /// The second proving start of the process: what each partition costs a running worker.
+    #[serde(flatten)]
+    pub phases: StartPhases,
+    /// The process's first proving start.
+    pub first: StartPhases,
+    /// Device memory the steady-state start held at its peak besides the point sets and the
+    /// NTT's tables, and what c2q budgets for it (`backend::start_peak_bytes`) when deciding
+    /// whether a circuit's points can stay resident.
+    pub device_peak_bytes: u64,
+    pub device_estimate_bytes: usize,
+}
+
+/// Proving start for one partition of `constraints` constraints, PoRep-shaped (aux variables
+/// ≈ constraints, A density 99.6 %, B density 25.5 %, witness 51 % zeros and 47 % ones), with a
+/// random SRS made on the GPU. Timed end to end from host-resident a, b, c and witness, through
+/// the backend's own proving start, twice with fresh inputs: the process's first proving start
+/// (`first`: pinned staging buffers and host threads still cold) and the one after it, which
+/// is what a worker proving partition after partition pays (`phases`). With `b_g2`, the B
+/// query's G2 points are on the device too, and its B MSM sums them beside the G1 ones.
+fn bench_partition(
+    gpu: &Gpu,
+    constraints: usize,
+    b_g2: bool,
+    rng: &mut ChaCha8Rng,
+) -> Result<PartitionTiming> {
+    let domain = constraints.next_power_of_two();
+    let log_n = domain.trailing_zeros();
+    let aux = constraints;
+    let a_density = Density::from_fn(aux, |i| i % 1000 < 996);
+    let b_density = Density::from_fn(aux, |i| i % 1000 < 255);
+    let (a_points, b_points) = (a_density.count(), b_density.count());
+    let porep_witness = |seed: u64| Witness {
+        input: Vec::new(),
+        aux: porep_host(aux, seed, 2),
+        a_aux_density: a_density.clone(),
+        b_input_density: Density::full(0),
+        b_aux_density: b_density.clone(),
+    };
+    eprintln!("partition: {constraints} constraints, domain 2^{log_n}: generating inputs …");
+    let t = Instant::now();
+    let (h_set, _) = gen_points::<G1Projective>(gpu, domain - 1, rng)?;
+    let (l_set, _) = gen_points::<G1Projective>(gpu, aux, rng)?;
+    let (a_set, _) = gen_points::<G1Projective>(gpu, a_points, rng)?;
+    let (b_set, _) = gen_points::<G1Projective>(gpu, b_points, rng)?;
+    let b2_set = match b_g2 {
+        true => Some(gen_points::<G2Projective>(gpu, b_points, rng)?.0),
+        false => None,
+    };
+    let srs_gen_ms = t.elapsed().as_secs_f64() * 1e3;
+
+    let mut ntt = Ntt::new();
+    // Warm the twiddle table: it is built once per process, not per partition.
+    {
+        let tiny = gpu.alloc_zeroed::<u32>(domain * FR_LIMBS)?;
+        ntt.forward(gpu, &tiny, log_n)?;
+    }
+    let mut runs = Vec::with_capacity(2);
+    let mut device_peak_bytes = 0;
+    for run in 0..2u64 {
+        let seed = 16 * run;
+        let evals = Evaluations {
+            a: porep_host(constraints, seed + 1, 3),
+            b: porep_host(constraints, seed + 2, 3),
+            c: porep_host(constraints, seed + 3, 3),
+        };
+        let witness = porep_witness(seed + 4);
+        let sets = PointSets {
+            h: &h_set,
+            l: &l_set,
+            a: &a_set,
+            b_g1: &b_set,
+            b_g2: b2_set.as_ref(),
+        };
+        // Device memory beyond the point sets and the NTT's tables, which are allocated by now.
+        let held = gpu.allocated();
+        gpu.reset_peak();
+        let (sums, phases) = start_resident(
+            gpu,
+            &mut ntt,
+            sets,
+            StartInput::Host {
+                evals,
+                witness: &witness,
+            },
+        )?;
+        device_peak_bytes = gpu.peak_allocated().saturating_sub(held);
+        // Keep the results observable so that nothing is optimised away, and sanity-check
+        // them.
+        let g2_ok = sums.b_g2.is_some() == b_g2
+            && sums
+                .b_g2
+                .is_none_or(|p| bool::from(p.to_affine().is_on_curve()));
+        if !bool::from(
+            (sums.h + sums.l + sums.a + sums.b_g1)
+                .to_affine()
+                .is_on_curve(),
+        ) || !g2_ok
+        {
+            bail!("partition run produced a point off the curve");
+        }
+        eprintln!(
+            "partition: proving start {} of 2: {:.0} ms",
+            run + 1,
+            phases.total_ms
+        );
+        runs.push(phases);
+    }
+    let phases = runs.pop().context("no partition run")?;
+    let first = runs.pop().context("no first partition run")?;
+    let device_estimate_bytes = start_peak_bytes(domain, [aux, a_points, b_points], b_g2);
+    eprintln!(
+        "partition: device memory at the peak besides points and NTT tables: {:.2} GB, \
+         estimated {:.2} GB",
+        device_peak_bytes as f64 / 1e9,
+        device_estimate_bytes as f64 / 1e9
+    );
+    Ok(PartitionTiming {
+        constraints,
+        log_domain: log_n,
+        aux,
+        a_points,
+        b_points,
+        srs_gen_ms,
+        phases,
+        first,
+        device_peak_bytes,
+        device_estimate_bytes,
+    })
+}
+
+/// The partition-shaped start proved from host memory by a backend limited to `limit` bytes
+/// of the GPU.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct StreamedTiming {
+    pub constraints: usize,
+    pub memory_limit_bytes: usize,
+    pub total_ms: f64,
+    pub device_peak_bytes: u64,
+}
+
+/// As `bench_partition`, but with the points in host memory (made on the GPU and brought
+/// back) and a backend allowed `limit` bytes of device memory, so that they do not fit and
+/// every MSM streams them: what a GPU too small for a circuit's points pays per partition.
+fn bench_partition_streamed(
+    gpu: &Gpu,
+    device: usize,
+    constraints: usize,
+    limit: usize,
+    rng: &mut ChaCha8Rng,
+) -> Result<StreamedTiming> {
+    let domain = constraints.next_power_of_two();
+    let aux = constraints;
+    let witness = Witness {
+        input: Vec::new(),
+        aux: porep_host(aux, 24, 2),
+        a_aux_density: Density::from_fn(aux, |i| i % 1000 < 996),
+        b_input_density: Density::full(0),
+        b_aux_density: Density::from_fn(aux, |i| i % 1000 < 255),
+    };
+    let lens = [
+        domain - 1,
+        aux,
+        witness.a_query_len(),
+        witness.b_query_len(),
+    ];
+    eprintln!("streamed partition: {constraints} constraints, points to host memory …");
+    let mut host_points = |n: usize| -> Result<Vec<G1Affine>> {
+        let (d, _) = gen_points::<G1Projective>(gpu, n, rng)?;
+        let mut v = vec![G1Affine::identity(); n];
+        gpu.download(&d, 0, affine_as_limbs_mut(&mut v))?;
+        Ok(v)
+    };
+    let srs = Srs {
+        id: "bench streamed partition".into(),
+        vk: crate::canary::srs()?.vk.clone(),
+        h: host_points(lens[0])?,
+        l: host_points(lens[1])?,
+        a: host_points(lens[2])?,
+        b_g1: host_points(lens[3])?,
+        b_g2: Vec::new(),
+    };
+    let evals = Evaluations {
+        a: porep_host(constraints, 25, 3),
+        b: porep_host(constraints, 26, 3),
+        c: porep_host(constraints, 27, 3),
+    };
+    let backend = CudaBackend::with_memory_limit(device, Some(limit))?;
+    let t = Instant::now();
+    let sums = backend.start(&srs, evals, &witness)?;
+    let total_ms = t.elapsed().as_secs_f64() * 1e3;
+    if backend.resident_bytes() != 0 {
+        bail!("the points stayed resident within {limit} bytes: nothing was streamed");
+    }
+    if !bool::from(
+        (sums.h + sums.l + sums.a + sums.b_g1)
+            .to_affine()
+            .is_on_curve(),
+    ) {
+        bail!("streamed partition run produced a point off the curve");
+    }
+    let device_peak_bytes = backend.gpu().peak_allocated();
+    eprintln!(
+        "streamed partition: {total_ms:.0} ms within {:.2} GB (peak {:.2} GB)",
+        limit as f64 / 1e9,
+        device_peak_bytes as f64 / 1e9
+    );
+    Ok(StreamedTiming {
+        constraints,
+        memory_limit_bytes: limit,
+        total_ms,
+        device_peak_bytes,
+    })
+}
