@@ -20,45 +20,49 @@ const ANNOUNCE_EVERY: Duration = Duration::from_secs(10);
 /// The longest a stopping worker waits to withdraw.
 const WITHDRAW_WITHIN: Duration = Duration::from_secs(5);
 
-/// The announcing task; [`Fleet::stopped`] waits for its last word.
+/// The announcing task; [`Fleet::stop`] ends it with the worker's withdrawal.
 pub(super) struct Fleet {
     task: JoinHandle<()>,
+    stop: CancellationToken,
 }
 
-pub(super) fn spawn(worker: Arc<Worker>, stop: CancellationToken) -> Fleet {
-    let task = tokio::spawn(async move {
-        while !stop.is_cancelled() {
-            // A round stuck on a database or broker outage is dropped at the stop, so that it
-            // cannot hold up the drain.
-            tokio::select! {
-                _ = announce(&worker) => {}
-                _ = stop.cancelled() => break,
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(ANNOUNCE_EVERY) => {}
-                _ = stop.cancelled() => {}
-            }
+/// Announce the worker until [`Fleet::stop`]: the worker stops fetching for a signal or
+/// because its backend broke, and withdraws either way.
+pub(super) fn spawn(worker: Arc<Worker>) -> Fleet {
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(announce_until(worker, stop.clone()));
+    Fleet { task, stop }
+}
+
+async fn announce_until(worker: Arc<Worker>, stop: CancellationToken) {
+    while !stop.is_cancelled() {
+        // A round stuck on a database or broker outage is dropped at the stop, so that it
+        // cannot hold up the drain.
+        tokio::select! {
+            _ = announce(&worker) => {}
+            _ = stop.cancelled() => break,
         }
-        let withdrawn =
-            tokio::time::timeout(WITHDRAW_WITHIN, worker.ledger.withdraw(&worker.holder));
-        match withdrawn.await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!(
-                error = format!("{e:#}"),
-                "could not withdraw from the fleet; it stops counting this worker within a minute"
-            ),
-            Err(_) => tracing::warn!(
-                "the ledger did not answer the withdrawal in time; the fleet stops counting this \
-                 worker within a minute"
-            ),
+        tokio::select! {
+            _ = tokio::time::sleep(ANNOUNCE_EVERY) => {}
+            _ = stop.cancelled() => {}
         }
-    });
-    Fleet { task }
+    }
+    let withdrawn = tokio::time::timeout(WITHDRAW_WITHIN, worker.ledger.withdraw(&worker.holder));
+    let why = match withdrawn.await {
+        Ok(Ok(())) => return,
+        Ok(Err(e)) => format!("{e:#}"),
+        Err(_) => "the ledger did not answer in time".to_string(),
+    };
+    tracing::warn!(
+        error = why,
+        "could not withdraw from the fleet; it stops counting this worker within a minute"
+    );
 }
 
 impl Fleet {
-    /// Wait until the worker has withdrawn (or failed to).
-    pub(super) async fn stopped(self) {
+    /// Stop announcing and withdraw (bounded by [`WITHDRAW_WITHIN`]).
+    pub(super) async fn stop(self) {
+        self.stop.cancel();
         let _ = self.task.await;
     }
 }

@@ -176,10 +176,12 @@ pub async fn run_async(mut cfg: Config) -> Result<()> {
         classes = %worker.class_keys().join(","),
         prefix = %worker.cfg.broker.prefix, "worker started");
     spawn_ledger_probe(worker.clone(), stop.clone());
-    let fleet = fleet::spawn(worker.clone(), stop.clone());
+    let fleet = fleet::spawn(worker.clone());
 
     let tracker = TaskTracker::new();
     let fetched = worker.fetch_loop(&tracker, &stop).await;
+    // No longer fetching: the fleet stops counting this worker for its classes.
+    fleet.stop().await;
     let broken = worker.backend_health.is_broken();
     if broken && !exit_when_unhealthy && !stop.is_cancelled() {
         tracing::error!(
@@ -195,7 +197,6 @@ pub async fn run_async(mut cfg: Config) -> Result<()> {
         "draining: waiting for in-flight jobs"
     );
     tracker.wait().await;
-    fleet.stopped().await;
     if let Some(b) = worker.broker.lock().await.take() {
         b.close().await;
     }
