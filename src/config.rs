@@ -26,6 +26,47 @@ pub struct Config {
     pub pipeline: PipelineConfig,
     pub lease: LeaseConfig,
     pub params: ParamsConfig,
+    pub gateway: GatewayConfig,
+}
+
+/// `c2q gateway`: the doors existing pipelines use, turning requests into ordinary jobs.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GatewayConfig {
+    /// Where the HTTP door (lotus's remote C2) listens.
+    pub http_listen: String,
+    /// The path lotus posts `RemoteCommit2Params` to (its `RemoteCommit2Endpoint` ends with it).
+    pub lotus_path: String,
+    /// Largest request body accepted, checked against `Content-Length` before reading (a
+    /// 32 GiB sector's C1 is ~51 MB, ~68 MB in base64).
+    pub max_body_bytes: u64,
+    /// Requests one client (IP address) may have open at once; more are answered 429.
+    pub max_requests_per_client: u32,
+    /// How long a request waits for its proof before it is answered 504 (the job goes on; the
+    /// same request later is answered from the ledger).
+    pub wait_s: u64,
+    /// PEM certificate chain and private key: with both, the door speaks HTTPS only.
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    /// File holding the bearer token clients must present; `C2Q_GATEWAY_TOKEN` (or the file
+    /// named by `C2Q_GATEWAY_TOKEN_FILE`) takes precedence. Without any token the gateway
+    /// refuses to start unless it listens on a loopback address only.
+    pub token_file: Option<PathBuf>,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        GatewayConfig {
+            http_listen: "127.0.0.1:9821".into(),
+            lotus_path: "/remote-commit2".into(),
+            max_body_bytes: 128 << 20,
+            max_requests_per_client: 16,
+            wait_s: 3 * 3600,
+            tls_cert: None,
+            tls_key: None,
+            token_file: None,
+        }
+    }
 }
 
 /// The parameter files the worker checks before it takes jobs.

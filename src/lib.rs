@@ -21,6 +21,7 @@ pub mod broker;
 pub mod cli_queue;
 pub mod config;
 pub mod gate;
+pub mod gateway;
 pub mod ledger;
 pub mod pipeline;
 pub mod schema;

@@ -57,6 +57,8 @@ enum Command {
     Dlq(c2q::cli_queue::DlqArgs),
     /// Queue depths, jobs in flight, ledger counts.
     Status(c2q::cli_queue::StatusArgs),
+    /// Take proving requests from lotus (remote C2) and put them on the queue as jobs.
+    Gateway(c2q::gateway::GatewayArgs),
 }
 
 #[derive(Subcommand)]
@@ -200,7 +202,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // Logs go to stderr; RUST_LOG selects them (default: warnings only). The worker sets up
     // its own (human or JSON, from its configuration; default level info).
-    if !matches!(cli.command, Command::Worker(_)) {
+    if !matches!(cli.command, Command::Worker(_) | Command::Gateway(_)) {
         tracing_subscriber::fmt()
             .with_env_filter(
                 tracing_subscriber::EnvFilter::try_from_default_env()
@@ -241,6 +243,7 @@ fn main() -> ExitCode {
         Command::Submit(args) => queue_exit(c2q::cli_queue::submit(args)),
         Command::Dlq(args) => queue_exit(c2q::cli_queue::dlq(args)),
         Command::Status(args) => queue_exit(c2q::cli_queue::status(args)),
+        Command::Gateway(args) => queue_exit(c2q::gateway::run(args)),
     }
 }
 

@@ -143,6 +143,26 @@ pub struct LedgerRow {
     pub lease_holder: Option<String>,
 }
 
+/// Where a job stands (`Ledger::answer`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Answer {
+    pub state: AnswerState,
+    /// Times a worker started on it.
+    pub attempts: u32,
+    /// A live worker holds its lease: it is being proved now.
+    pub leased: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AnswerState {
+    /// Claimed and not finished, or waiting for a redelivery.
+    Pending,
+    /// Proved and verified: the proof bytes.
+    Proved(Vec<u8>),
+    /// Failed, with the error kind and message the worker recorded.
+    Failed { kind: String, message: String },
+}
+
 #[derive(Clone)]
 pub struct Ledger {
     pool: Pool,
@@ -416,6 +436,38 @@ impl Ledger {
             error_kind: r.get(5),
             has_proof: r.get(6),
             lease_holder: r.get(7),
+        }))
+    }
+
+    /// Where a job stands, for a client waiting on it: `None` for a job id the ledger has not
+    /// seen (not yet fetched by any worker).
+    pub async fn answer(&self, job_id: &str) -> Result<Option<Answer>> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT status, attempts, proof, coalesce(error_kind, ''),
+                        coalesce(error_message, ''), coalesce(lease_until > now(), false)
+                 FROM jobs WHERE job_id = $1",
+                &[&job_id],
+            )
+            .await
+            .with_context(|| format!("ledger: reading job {job_id}"))?;
+        Ok(row.map(|r| {
+            let status: String = r.get(0);
+            let proof: Option<Vec<u8>> = r.get(2);
+            let state = match (status.as_str(), proof) {
+                ("proved" | "published", Some(proof)) => AnswerState::Proved(proof),
+                ("failed", _) => AnswerState::Failed {
+                    kind: r.get(3),
+                    message: r.get(4),
+                },
+                _ => AnswerState::Pending,
+            };
+            Answer {
+                state,
+                attempts: r.get::<_, i32>(1).max(0) as u32,
+                leased: r.get(5),
+            }
         }))
     }
 

@@ -119,6 +119,28 @@ impl Env {
         }
     }
 
+    /// Start `c2q gateway` with `config`, its bearer token (if any) in the environment.
+    pub fn spawn_gateway(&self, name: &str, config: &Config, token: Option<&str>) -> WorkerProc {
+        let cfg = self.write_config(name, config);
+        let log = self.dir.path().join(format!("{name}.log"));
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_c2q"));
+        cmd.args(["gateway", "--config"])
+            .arg(&cfg)
+            .env("FIL_PROOFS_PARAMETER_CACHE", TEST_PARAMS)
+            .env("RUST_LOG", "info")
+            .env_remove("C2Q_GATEWAY_TOKEN")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap());
+        if let Some(token) = token {
+            cmd.env("C2Q_GATEWAY_TOKEN", token);
+        }
+        WorkerProc {
+            child: Some(cmd.spawn().expect("spawn c2q gateway")),
+            log,
+            name: name.to_string(),
+        }
+    }
+
     pub async fn broker(&self) -> Broker {
         Broker::connect(
             &self.config.broker,
@@ -139,7 +161,12 @@ impl Env {
     pub async fn cleanup(&self) {
         let b = self.broker().await;
         let n = &b.names;
-        for q in n.all_queues(self.config.retry.max_retries) {
+        let gateway_results = format!("{}.gateway.results", self.prefix);
+        for q in n
+            .all_queues(self.config.retry.max_retries)
+            .into_iter()
+            .chain([gateway_results])
+        {
             let _ = b
                 .publish
                 .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
@@ -326,13 +353,14 @@ impl WorkerProc {
 
     /// The telemetry address the worker bound.
     pub async fn telemetry_addr(&self) -> String {
-        self.wait_log("telemetry endpoint listening", Duration::from_secs(20))
-            .await;
+        self.logged_addr("telemetry endpoint listening").await
+    }
+
+    /// The `addr` field of the first JSON log line containing `message`, once there is one.
+    pub async fn logged_addr(&self, message: &str) -> String {
+        self.wait_log(message, Duration::from_secs(20)).await;
         let log = self.log();
-        let line = log
-            .lines()
-            .find(|l| l.contains("telemetry endpoint listening"))
-            .unwrap();
+        let line = log.lines().find(|l| l.contains(message)).unwrap();
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         v["fields"]["addr"].as_str().unwrap().to_string()
     }
