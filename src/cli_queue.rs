@@ -14,7 +14,8 @@ use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::BasicProperties;
 use sha2::{Digest, Sha256};
 
-use crate::broker::{headers, publish_confirmed, topology::JOB_KEY, Broker, QueueDepth, UNSORTED};
+use crate::broker::dead_letter::DeadLetterRecord;
+use crate::broker::{dlq, publish_confirmed, topology::JOB_KEY, Broker, QueueDepth, UNSORTED};
 use crate::classes::SizeClass;
 use crate::config::Config;
 use crate::ledger::{Ledger, SeenWorker, SEEN_RECENTLY};
@@ -407,10 +408,92 @@ pub fn dlq(args: DlqArgs) -> Result<()> {
     let config = Config::load(args.config.as_deref())?;
     runtime()?.block_on(async move {
         let broker = connect(&config).await?;
-        let r = crate::broker::dlq::run(&broker, &args.command, &config.limits).await;
+        let r = dlq_command(&broker, &args.command, &config.limits).await;
         broker.close().await;
         r
     })
+}
+
+/// `limits`: the configuration's, for decoding the dead-lettered jobs as the worker would.
+async fn dlq_command(broker: &Broker, command: &DlqCommand, limits: &schema::Limits) -> Result<()> {
+    let summary = |props: &BasicProperties, body: &[u8]| DeadLetter::of(props, body, limits);
+    match command {
+        DlqCommand::List => {
+            let held = dlq::browse(broker).await?;
+            let or_dash = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
+            println!(
+                "{:<12} {:<40} {:<22} {:>8} {:>20} {:>20}  error",
+                "address", "job_id", "reason", "attempts", "miner", "sector"
+            );
+            for d in &held {
+                let s = summary(&d.properties, &d.data);
+                let error: String = s.error.chars().take(80).collect();
+                let job_id = if s.job_id.is_empty() { "-" } else { &s.job_id };
+                println!(
+                    "{:<12} {job_id:<40} {:<22} {:>8} {:>20} {:>20}  {error}",
+                    s.address,
+                    s.reason,
+                    s.attempts,
+                    or_dash(s.miner),
+                    or_dash(s.sector)
+                );
+            }
+            println!("{} dead-lettered", held.len());
+        }
+        DlqCommand::Show { job_id: selector } => {
+            let held = dlq::browse(broker).await?;
+            let d = held
+                .iter()
+                .find(|d| summary(&d.properties, &d.data).is(selector))
+                .with_context(|| format!("no dead-lettered job with id or address {selector:?}"))?;
+            let s = summary(&d.properties, &d.data);
+            let described = match schema::job::decode_message(&d.data, limits) {
+                Ok(job) => {
+                    let mut described = serde_json::json!({
+                        "job_id": job.job_id,
+                        "kind": job.kind.as_str(),
+                        "registered_proof": job.registered_proof,
+                        "miner_id": job.miner_id,
+                        "sector_number": job.sector_number,
+                    });
+                    match schema::job::validate(job, limits) {
+                        Ok(valid) => described["c1_bytes"] = valid.c1.len().into(),
+                        Err(e) => described["invalid"] = e.to_string().into(),
+                    }
+                    described
+                }
+                Err(e) => serde_json::json!({ "undecodable": e.to_string() }),
+            };
+            let out = serde_json::json!({
+                "address": s.address, "job_id": s.job_id, "reason": s.reason,
+                "attempts": s.attempts, "miner": s.miner, "sector": s.sector, "error": s.error,
+                "message_bytes": d.data.len(),
+                "reply_to": d.properties.reply_to().as_ref().map(|s| s.to_string()),
+                "job": described,
+            });
+            println!("{}", serde_json::to_string_pretty(&out)?);
+        }
+        DlqCommand::Replay { job_id, all } => {
+            let n = dlq::replay(broker, |props, body| {
+                *all || job_id
+                    .as_deref()
+                    .is_some_and(|sel| summary(props, body).is(sel))
+            })
+            .await?;
+            if n == 0 && !*all {
+                bail!(
+                    "no dead-lettered job with id or address {:?}",
+                    job_id.as_deref().unwrap_or("")
+                );
+            }
+            println!("replayed {n} jobs");
+        }
+        DlqCommand::Purge => {
+            let n = dlq::purge(broker).await?;
+            println!("purged {n} dead-lettered jobs");
+        }
+    }
+    Ok(())
 }
 
 #[derive(clap::Args, Debug)]
@@ -519,32 +602,21 @@ impl DeadLetter {
             .as_ref()
             .map(|s| s.to_string())
             .unwrap_or_default();
-        // The worker's own reason first; else why RabbitMQ dead-lettered it most recently (a
-        // retried job also died once before, by expiring from its delay queue).
-        let reason = headers::get_str(props, headers::REASON)
-            .or_else(|| headers::last_death_reason(props))
-            .or_else(|| headers::get_str(props, headers::FIRST_DEATH_REASON))
-            .unwrap_or_else(|| "unknown".into());
-        let attempts = headers::get_int(props, headers::ATTEMPTS).unwrap_or(0);
-        let decoded = || schema::job::decode_message(body, limits).ok();
-        let (miner, sector) = match (
-            headers::get_u64(props, headers::MINER),
-            headers::get_u64(props, headers::SECTOR),
-        ) {
-            (Some(m), Some(s)) => (Some(m), Some(s)),
-            _ => decoded().map_or((None, None), |j| (Some(j.miner_id), Some(j.sector_number))),
+        let record = DeadLetterRecord::from_properties(props);
+        let (miner, sector) = match record.identity {
+            Some((m, s)) => (Some(m), Some(s)),
+            None => schema::job::decode_message(body, limits)
+                .ok()
+                .map_or((None, None), |j| (Some(j.miner_id), Some(j.sector_number))),
         };
-        let error = headers::get_str(props, headers::ERROR)
-            .filter(|_| headers::get_str(props, headers::REASON).is_some())
-            .unwrap_or_else(|| broker_reason_text(&reason, props));
         DeadLetter {
             address: dead_letter_address(body),
             job_id,
-            reason,
-            attempts,
+            reason: record.reason,
+            attempts: record.attempts,
             miner,
             sector,
-            error,
+            error: record.error,
         }
     }
 
@@ -558,26 +630,6 @@ impl DeadLetter {
 /// on every listing and for every copy of the same message.
 pub fn dead_letter_address(body: &[u8]) -> String {
     hex::encode(&Sha256::digest(body)[..6])
-}
-
-/// What a reason RabbitMQ gave means, for a message the worker did not dead-letter itself.
-fn broker_reason_text(reason: &str, props: &BasicProperties) -> String {
-    match reason {
-        headers::POISON_REASON => {
-            let count = match headers::returns(props) {
-                0 => "more deliveries than the job queue's x-delivery-limit allows".to_string(),
-                n => format!("{n} deliveries"),
-            };
-            format!(
-                "returned unacked after {count}: workers died or lost their channel while \
-                 holding it (a job that crashes workers?)"
-            )
-        }
-        "rejected" => "rejected by a consumer without requeue".into(),
-        "expired" => "expired in a queue".into(),
-        "maxlen" => "dropped because a queue was over its length limit".into(),
-        other => format!("dead-lettered by RabbitMQ ({other})"),
-    }
 }
 
 #[cfg(test)]

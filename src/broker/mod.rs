@@ -1,6 +1,7 @@
 //! RabbitMQ: connection with backoff, topology, confirmed publishing, retry and dead-letter
 //! routing. Knows messages only as bytes and headers.
 
+pub mod dead_letter;
 pub mod dlq;
 pub mod headers;
 pub mod publish;

@@ -14,38 +14,19 @@ use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions};
 use tokio::sync::oneshot;
 
+use super::delivery::{DeliveryFacts, JobFields};
+use super::disposition::{self, Outcome, Policy, Proved};
 use super::health::Verdict;
 use super::lease::LeaseKeeper;
-use super::reply::{self, Echo};
+use super::settle;
 use super::{jobs, NotBegun, Worker};
 use crate::broker::{headers, Broker};
 use crate::classes::SizeClass;
 use crate::gate::Reservation;
 use crate::ledger::{Claim, JobIdentity};
 use crate::pipeline::{PartitionDone, Stage, StageError, Submission};
-use crate::schema::{
-    self, DecodedJob, ErrorKind, JobError, JobKind, PartitionTiming, ResultV1, Status,
-};
+use crate::schema::{self, DecodedJob, ErrorKind, JobError, JobKind, PartitionTiming};
 use crate::telemetry::Metrics;
-
-/// How a delivery ends.
-pub(super) enum Outcome {
-    /// Publish this result, then ack.
-    Answer(ResultV1),
-    /// Publish a failed result, dead-letter, ack (or retry first, if transient).
-    Failed(JobError, Echo, u32),
-    /// The job is being proved now, by another worker or another task of this one: look at it
-    /// again after `lease.busy_delay_ms`, without charging it a retry.
-    Busy { job_id: String, holder: String },
-    /// This worker's backend is broken: give the job to another worker, without charging it.
-    HandBack { job_id: String },
-    /// Deliveries of this job (over all its copies) ended unsettled more often than the
-    /// delivery limit allows: it probably kills workers. Dead-letter it as poison.
-    Poison { job_id: String, returns: u32 },
-    /// A job of a size class this worker does not fetch (it came from the unsorted queue, or
-    /// was routed to the wrong class): send it to its class's queue, without charging it.
-    Reroute { job_id: String, class: SizeClass },
-}
 
 /// The longest an ack or a nack may take. Neither waits for an answer from the broker (AMQP has
 /// none for them): they only have to be handed to the connection, so this is generous. It
@@ -149,8 +130,18 @@ impl Worker {
                 .observe(now.saturating_sub(*ts) as f64);
         }
         let started = Instant::now();
-        let outcome = self.process(&delivery, reservation, not_begun).await;
-        let settled = reply::settle(&self, &delivery, outcome).await;
+        let mut facts = DeliveryFacts::of(&delivery.properties);
+        let outcome = self
+            .process(&delivery, &mut facts, reservation, not_begun)
+            .await;
+        let policy = Policy {
+            worker: &self.name,
+            retry: &self.cfg.retry,
+            busy_delay_ms: self.cfg.lease.busy_delay_ms,
+            delivery_limit: self.cfg.broker.delivery_limit,
+        };
+        let disposition = disposition::dispose(outcome, &facts, &policy, &mut rand::thread_rng());
+        let settled = settle::settle(&self, &delivery, &facts, disposition).await;
         finish_delivery(&fetched_on, &delivery, settled).await;
         self.metrics
             .observe_ms("total", started.elapsed().as_millis() as u64);
@@ -159,62 +150,57 @@ impl Worker {
             .set(self.gate.used() as i64);
     }
 
+    /// What the delivery comes to; `facts` is completed on the way.
     async fn process(
         &self,
         delivery: &Delivery,
+        facts: &mut DeliveryFacts,
         reservation: Reservation,
         not_begun: NotBegun,
     ) -> Outcome {
-        let retries = headers::attempts(&delivery.properties);
-        let message_id = delivery
-            .properties
-            .message_id()
-            .as_ref()
-            .map(|s| s.to_string())
-            .unwrap_or_default();
+        // Decoded once: the poison check below wants the job's miner and sector for its dead
+        // letter, and everything after it the job.
+        let decoded = schema::job::decode_message(&delivery.data, &self.cfg.limits);
         // The broker enforces the delivery limit on each copy of a job; this enforces it on
         // the sum over the copies the worker itself published (see `headers::RETURNS`).
-        let returns = headers::returns(&delivery.properties);
-        if returns > self.cfg.broker.delivery_limit {
-            return Outcome::Poison {
-                job_id: message_id,
-                returns,
-            };
+        if facts.returns > self.cfg.broker.delivery_limit {
+            facts.job = decoded.as_ref().ok().map(JobFields::of);
+            return Outcome::Poison;
         }
         if self.backend_health.is_broken() {
-            return Outcome::HandBack { job_id: message_id };
+            return Outcome::HandBack;
         }
-        let decoded = match schema::job::decode_message(&delivery.data, &self.cfg.limits) {
+        let decoded = match decoded {
             Ok(job) => job,
             Err(e) => {
-                let job_id = schema::job::peek_job_id(&delivery.data).unwrap_or(message_id);
-                tracing::warn!(job_id, error = %e, "rejected job message");
-                return Outcome::Failed(e, Echo::unknown(job_id), retries);
+                if let Some(peeked) = schema::job::peek_job_id(&delivery.data) {
+                    facts.job_id = peeked;
+                }
+                tracing::warn!(job_id = facts.job_id, error = %e, "rejected job message");
+                return Outcome::Failed(e);
             }
         };
         // From here on the result and the dead letter echo the job's own fields. The ledger
         // is not told of a job refused before its claim: its id may be another job's.
-        let echo = Echo::of(&decoded);
+        let message_id = std::mem::take(&mut facts.job_id);
+        facts.decoded(&decoded);
         let message_id = (!message_id.is_empty()).then_some(message_id.as_str());
         if let Err(e) = schema::job::check_message_id(&decoded, message_id) {
-            tracing::warn!(job_id = %echo.job_id, error = %e, "rejected job message");
-            return Outcome::Failed(e, echo, retries);
+            tracing::warn!(job_id = %facts.job_id, error = %e, "rejected job message");
+            return Outcome::Failed(e);
         }
         // Before the payload is decompressed: a job this worker cannot hold goes to the queue
         // of the workers that can. One no class holds is refused by validation below.
         if let Some(class) = SizeClass::of(&decoded) {
             if !self.classes.contains(&class) {
-                return Outcome::Reroute {
-                    job_id: decoded.job_id,
-                    class,
-                };
+                return Outcome::Reroute { class };
             }
         }
         let decoded = match schema::job::validate(decoded, &self.cfg.limits) {
             Ok(d) => d,
             Err(e) => {
-                tracing::warn!(job_id = %echo.job_id, error = %e, "rejected job message");
-                return Outcome::Failed(e, echo, retries);
+                tracing::warn!(job_id = %facts.job_id, error = %e, "rejected job message");
+                return Outcome::Failed(e);
             }
         };
         let job = &decoded.job;
@@ -225,7 +211,6 @@ impl Worker {
         let lock = self.job_lock(&job.job_id);
         let Ok(_proving) = lock.try_lock_owned() else {
             return Outcome::Busy {
-                job_id: job.job_id.clone(),
                 holder: format!("{} (this worker)", self.name),
             };
         };
@@ -239,7 +224,7 @@ impl Worker {
         };
         let claim = match self.ledger.claim(&identity, &self.holder).await {
             Ok(c) => c,
-            Err(e) => return Outcome::Failed(JobError::transient(&e), echo, retries),
+            Err(e) => return Outcome::Failed(JobError::transient(&e)),
         };
         let attempts = match claim {
             Claim::Mismatch => {
@@ -250,22 +235,19 @@ impl Worker {
                         job.job_id
                     ),
                 );
-                let echo = echo.rejected_duplicate(&decoded.digest);
-                return Outcome::Failed(e, echo, retries);
+                facts.rejected_duplicate(&decoded.digest);
+                return Outcome::Failed(e);
             }
             Claim::Proved { proof, attempts } => {
                 tracing::info!(job_id = %job.job_id, "already proved: answering from the ledger");
                 self.metrics.jobs.with_label_values(&["from_ledger"]).inc();
-                return Outcome::Answer(echo.ok(&self.name, proof, attempts, true, vec![], 0));
+                return Outcome::Answer(Proved::from_ledger(proof, attempts));
             }
             Claim::Busy { worker, lease_left } => {
                 tracing::info!(job_id = %job.job_id, holder = %worker,
                     lease_left_ms = lease_left.as_millis() as u64,
                     "job is being proved by another worker (its lease is live): not proving it here");
-                return Outcome::Busy {
-                    job_id: job.job_id.clone(),
-                    holder: worker,
-                };
+                return Outcome::Busy { holder: worker };
             }
             Claim::Prove { attempts } => attempts,
         };
@@ -278,7 +260,7 @@ impl Worker {
             Duration::from_secs(self.cfg.lease.renew_s),
         );
         let outcome = self
-            .prove(&decoded, echo, attempts, retries, reservation, not_begun)
+            .prove(&decoded, facts, attempts, reservation, not_begun)
             .await;
         lease.release().await;
         outcome
@@ -288,9 +270,8 @@ impl Worker {
     async fn prove(
         &self,
         decoded: &DecodedJob,
-        echo: Echo,
+        facts: &DeliveryFacts,
         attempts: u32,
-        retries: u32,
         reservation: Reservation,
         not_begun: NotBegun,
     ) -> Outcome {
@@ -303,10 +284,10 @@ impl Worker {
                 .await;
         let built = match built {
             Ok(Ok(b)) => b,
-            Ok(Err(e)) => return self.fail(e, echo, retries).await,
+            Ok(Err(e)) => return self.fail(e, facts).await,
             Err(e) => {
                 let e = JobError::new(ErrorKind::MalformedC1, format!("job set-up panicked: {e}"));
-                return self.fail(e, echo, retries).await;
+                return self.fail(e, facts).await;
             }
         };
 
@@ -352,12 +333,12 @@ impl Worker {
         // Begun: the pipeline holds it (or refused it); the next job may be fetched.
         drop(not_begun);
         if let Err(e) = submitted {
-            return self.fail(JobError::transient(&e), echo, retries).await;
+            return self.fail(JobError::transient(&e), facts).await;
         }
         let proved = match done_rx.await {
             Ok(Ok(p)) => p,
             Ok(Err(stage_err)) if stage_err.stage == Stage::Start => {
-                return self.backend_failed(stage_err, echo, retries).await;
+                return self.backend_failed(stage_err, facts).await;
             }
             Ok(Err(stage_err)) => {
                 let kind = match (stage_err.stage, job.kind) {
@@ -367,12 +348,12 @@ impl Worker {
                     _ => ErrorKind::Transient,
                 };
                 return self
-                    .fail(JobError::new(kind, stage_err.to_string()), echo, retries)
+                    .fail(JobError::new(kind, stage_err.to_string()), facts)
                     .await;
             }
             Err(_) => {
                 let e = JobError::new(ErrorKind::Transient, "pipeline dropped the job");
-                return self.fail(e, echo, retries).await;
+                return self.fail(e, facts).await;
             }
         };
         self.backend_health.succeeded();
@@ -388,7 +369,7 @@ impl Worker {
             .await
         {
             Ok(p) => p,
-            Err(e) => return Outcome::Failed(JobError::transient(&e), echo, retries),
+            Err(e) => return Outcome::Failed(JobError::transient(&e)),
         };
         self.metrics.jobs.with_label_values(&["proved"]).inc();
         tracing::info!(job_id = %job.job_id, partitions = proved.timings.len(),
@@ -397,21 +378,20 @@ impl Worker {
             // Only after a lapsed lease (see `lease`): publish what the ledger holds, so that
             // every result of this job carries the same bytes.
             tracing::warn!(job_id = %job.job_id, "another worker recorded a proof first; publishing that one");
-            return Outcome::Answer(echo.ok(&self.name, recorded, attempts, true, vec![], 0));
+            return Outcome::Answer(Proved::from_ledger(recorded, attempts));
         }
-        Outcome::Answer(echo.ok(
-            &self.name,
-            proved.proof,
+        Outcome::Answer(Proved {
+            proof: proved.proof,
             attempts,
-            false,
-            proved.timings,
-            proved.origin_unix_ms,
-        ))
+            from_ledger: false,
+            timings: proved.timings,
+            timings_origin_ms: proved.origin_unix_ms,
+        })
     }
 
     /// A failed proving start: retried like any transient failure while the backend counts
     /// as healthy; once it does not, the job is handed back uncharged.
-    async fn backend_failed(&self, e: StageError, echo: Echo, retries: u32) -> Outcome {
+    async fn backend_failed(&self, e: StageError, facts: &DeliveryFacts) -> Outcome {
         self.metrics.backend_failures.inc();
         // The pipeline may just have taken a failing GPU out of service (it says which in the
         // log); the worker goes on with the others.
@@ -419,12 +399,8 @@ impl Worker {
         self.metrics.backends_out_of_service.set(out.len() as i64);
         match self.backend_health.failed() {
             Verdict::StillHealthy => {
-                self.fail(
-                    JobError::new(ErrorKind::Transient, e.to_string()),
-                    echo,
-                    retries,
-                )
-                .await
+                self.fail(JobError::new(ErrorKind::Transient, e.to_string()), facts)
+                    .await
             }
             Verdict::JustBroke { failures } => {
                 let why = format!(
@@ -443,13 +419,9 @@ impl Worker {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner()) = Some(why);
                 self.metrics.backend_healthy.set(0);
-                Outcome::HandBack {
-                    job_id: echo.job_id,
-                }
+                Outcome::HandBack
             }
-            Verdict::Broken => Outcome::HandBack {
-                job_id: echo.job_id,
-            },
+            Verdict::Broken => Outcome::HandBack,
         }
     }
 
@@ -462,18 +434,18 @@ impl Worker {
 
     /// Record a failure in the ledger (best effort: the dead-letter queue is the record of
     /// last resort) and turn it into an outcome.
-    async fn fail(&self, e: JobError, echo: Echo, retries: u32) -> Outcome {
+    async fn fail(&self, e: JobError, facts: &DeliveryFacts) -> Outcome {
         if e.kind.is_permanent() {
             if let Err(le) = self
                 .ledger
-                .record_failure(&echo.job_id, e.kind.as_str(), &e.message)
+                .record_failure(&facts.job_id, e.kind.as_str(), &e.message)
                 .await
             {
                 tracing::warn!(error = format!("{le:#}"), "could not record the failure");
             }
         }
-        tracing::warn!(job_id = %echo.job_id, error = %e, "job failed");
-        Outcome::Failed(e, echo, retries)
+        tracing::warn!(job_id = %facts.job_id, error = %e, "job failed");
+        Outcome::Failed(e)
     }
 
     fn observe_timings(&self, timings: &[PartitionTiming], verify_ms: u64) {
@@ -486,35 +458,5 @@ impl Worker {
                 .observe_ms("finish", t.finish_end_ms - t.finish_start_ms);
         }
         self.metrics.observe_ms("verify", verify_ms);
-    }
-}
-
-impl Echo {
-    pub(super) fn ok(
-        self,
-        worker: &str,
-        proof: Vec<u8>,
-        attempts: u32,
-        from_ledger: bool,
-        timings: Vec<PartitionTiming>,
-        timings_origin_ms: u64,
-    ) -> ResultV1 {
-        ResultV1 {
-            v: schema::VERSION,
-            job_id: self.job_id,
-            status: Status::Ok,
-            proof: Some(proof),
-            error: None,
-            reused_job_id: self.reused_job_id,
-            kind: self.kind,
-            registered_proof: self.registered_proof,
-            miner_id: self.miner_id,
-            sector_number: self.sector_number,
-            worker: worker.to_string(),
-            attempts,
-            from_ledger,
-            timings,
-            timings_origin_ms,
-        }
     }
 }

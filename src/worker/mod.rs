@@ -10,13 +10,15 @@
 //! and exits non-zero once they are settled (`pipeline.on_unhealthy = "exit"`, the default:
 //! systemd starts it again with a fresh GPU context), or stays up and not ready (`"stay"`).
 
+mod delivery;
+mod disposition;
 mod fault;
 mod fleet;
 mod handle;
 mod health;
 pub mod jobs;
 mod lease;
-mod reply;
+mod settle;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
