@@ -2,7 +2,7 @@
 //! answered 200 with the proof once a worker proved and verified it; 401, 413, 429 and 4xx
 //! with a one-line reason for what it refuses (nothing of which reaches the queue); 504 when
 //! the proof takes longer than the wait, after which the job goes on and the same request is
-//! answered from the ledger. And the same door over TLS.
+//! answered from the ledger, by a restarted gateway too. And the same door over TLS.
 //!
 //! Requests are made with curl, as any HTTP client would make them.
 
@@ -137,6 +137,38 @@ async fn lotus_remote_c2_is_proved_refused_or_answered_from_the_ledger() {
     let (code, why) = waiting.join().unwrap();
     assert_eq!(code, 504, "{}", text(&why));
 
+    // Refusals are counted.
+    let (_, metrics) = http_get(&addr, "/metrics").await;
+    for outcome in [
+        "still_proving",
+        "refused",
+        "malformed",
+        "unauthorized",
+        "too_large",
+        "too_many_requests",
+    ] {
+        assert!(
+            metrics.contains(&format!(
+                "c2q_gateway_requests_total{{door=\"lotus\",outcome=\"{outcome}\"}}"
+            )),
+            "{outcome}: {metrics}"
+        );
+    }
+
+    // The gateway killed while a request waits, and started again: nothing is lost, the job
+    // is still queued and the repeated request is answered by the new gateway.
+    let cut = {
+        let (url, body) = (url.clone(), body.clone());
+        std::thread::spawn(move || post(&url, Some(TOKEN), &body, &[]))
+    };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    gw.signal(libc::SIGKILL);
+    assert_eq!(cut.join().unwrap().0, 0, "a killed gateway answered");
+    drop(gw);
+    let gw = env.spawn_gateway("gw2", &cfg, Some(TOKEN));
+    let addr = gw.logged_addr("gateway listening").await;
+    let url = format!("http://{addr}/remote-commit2");
+
     // A worker proves the queued job; the repeated request is answered from the ledger with
     // the proof, which verifies.
     let _worker = env.spawn_worker("w");
@@ -152,20 +184,10 @@ async fn lotus_remote_c2_is_proved_refused_or_answered_from_the_ledger() {
     assert_eq!(row.proofs_computed, 1);
 
     let (_, metrics) = http_get(&addr, "/metrics").await;
-    for outcome in [
-        "proved",
-        "still_proving",
-        "refused",
-        "malformed",
-        "unauthorized",
-    ] {
-        assert!(
-            metrics.contains(&format!(
-                "c2q_gateway_requests_total{{door=\"lotus\",outcome=\"{outcome}\"}}"
-            )),
-            "{outcome}: {metrics}"
-        );
-    }
+    assert!(
+        metrics.contains("c2q_gateway_requests_total{door=\"lotus\",outcome=\"proved\"} 1"),
+        "{metrics}"
+    );
     drop(gw);
     env.cleanup().await;
 }
