@@ -7,34 +7,15 @@
 //! not edges: the files may use it, and each other, in one direction only. Comments and
 //! `#[cfg(test)]` modules are not read: tests are in no binary and may use what they test.
 
+mod source_scan;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use source_scan::{is_ident, rust_files};
 
 /// The directories whose files must not import each other in a circle.
 const FILE_LEVEL: [&str; 2] = ["worker", "broker"];
-
-/// The `.rs` files under `dir`, sorted, subdirectories included.
-fn rust_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut dirs = vec![dir.to_path_buf()];
-    while let Some(d) = dirs.pop() {
-        let entries = std::fs::read_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
-        for entry in entries {
-            let path = entry.expect("directory entry").path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if path.extension().is_some_and(|x| x == "rs") {
-                out.push(path);
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
-fn is_ident(c: char) -> bool {
-    c.is_alphanumeric() || c == '_'
-}
 
 /// `text` without its `//` comments (a `//` at the start of a line or after whitespace, so
 /// that `amqp://` in a string stays).

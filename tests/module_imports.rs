@@ -2,33 +2,14 @@
 //! and imports from the crate only `crate::gpu::…` and `crate::groth16::…` (external crates
 //! aside); what needs more of the crate (`gpu-check`, `bench gpu`) lives in `diagnostics/`.
 
-use std::path::{Path, PathBuf};
+mod source_scan;
+
+use std::path::Path;
+
+use source_scan::{is_ident, rust_files};
 
 /// The crate modules `gpu/` may import from.
 const GPU_MAY_IMPORT: [&str; 2] = ["gpu", "groth16"];
-
-/// The `.rs` files under `dir`, sorted, subdirectories included.
-fn rust_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut dirs = vec![dir.to_path_buf()];
-    while let Some(d) = dirs.pop() {
-        let entries = std::fs::read_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
-        for entry in entries {
-            let path = entry.expect("directory entry").path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if path.extension().is_some_and(|x| x == "rs") {
-                out.push(path);
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
-fn is_ident(c: char) -> bool {
-    c.is_alphanumeric() || c == '_'
-}
 
 /// The first segment of each path in a `use` group's body (`a::b, c, d::{e, f}`).
 fn group_heads(body: &str) -> Vec<String> {

@@ -13,7 +13,7 @@ use filecoin_proofs_api::RegisteredSealProof;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use crate::porep::{parse_c1, proof_name, PorepJob};
+use crate::porep::{parse_c1, proof_name, PorepJob, REGISTERED_PROOFS};
 use crate::schema::{self, JobKind, JobV1};
 
 /// `RemoteCommit2Params`, field for field.
@@ -54,32 +54,11 @@ pub struct LotusJob {
     pub registered_proof: RegisteredSealProof,
 }
 
-/// go-state-types' `abi.RegisteredSealProof` numbers: five sector sizes per proof version.
+/// go-state-types' `abi.RegisteredSealProof` numbers: the index in [`REGISTERED_PROOFS`].
 fn proof_from_number(n: i64) -> Option<RegisteredSealProof> {
-    use RegisteredSealProof::*;
-    const ALL: [RegisteredSealProof; 20] = [
-        StackedDrg2KiBV1,
-        StackedDrg8MiBV1,
-        StackedDrg512MiBV1,
-        StackedDrg32GiBV1,
-        StackedDrg64GiBV1,
-        StackedDrg2KiBV1_1,
-        StackedDrg8MiBV1_1,
-        StackedDrg512MiBV1_1,
-        StackedDrg32GiBV1_1,
-        StackedDrg64GiBV1_1,
-        StackedDrg2KiBV1_1_Feat_SyntheticPoRep,
-        StackedDrg8MiBV1_1_Feat_SyntheticPoRep,
-        StackedDrg512MiBV1_1_Feat_SyntheticPoRep,
-        StackedDrg32GiBV1_1_Feat_SyntheticPoRep,
-        StackedDrg64GiBV1_1_Feat_SyntheticPoRep,
-        StackedDrg2KiBV1_2_Feat_NonInteractivePoRep,
-        StackedDrg8MiBV1_2_Feat_NonInteractivePoRep,
-        StackedDrg512MiBV1_2_Feat_NonInteractivePoRep,
-        StackedDrg32GiBV1_2_Feat_NonInteractivePoRep,
-        StackedDrg64GiBV1_2_Feat_NonInteractivePoRep,
-    ];
-    usize::try_from(n).ok().and_then(|i| ALL.get(i).copied())
+    usize::try_from(n)
+        .ok()
+        .and_then(|i| REGISTERED_PROOFS.get(i).copied())
 }
 
 /// Check a request body and build its job. Parsing and checking a 32 GiB C1 takes a few

@@ -133,31 +133,7 @@ pub fn startup_check(proof_names: &[String], dir: &Path) -> Result<()> {
 mod tests {
     use super::*;
 
-    const ALL: [RegisteredSealProof; 20] = {
-        use RegisteredSealProof::*;
-        [
-            StackedDrg2KiBV1,
-            StackedDrg8MiBV1,
-            StackedDrg512MiBV1,
-            StackedDrg32GiBV1,
-            StackedDrg64GiBV1,
-            StackedDrg2KiBV1_1,
-            StackedDrg8MiBV1_1,
-            StackedDrg512MiBV1_1,
-            StackedDrg32GiBV1_1,
-            StackedDrg64GiBV1_1,
-            StackedDrg2KiBV1_1_Feat_SyntheticPoRep,
-            StackedDrg8MiBV1_1_Feat_SyntheticPoRep,
-            StackedDrg512MiBV1_1_Feat_SyntheticPoRep,
-            StackedDrg32GiBV1_1_Feat_SyntheticPoRep,
-            StackedDrg64GiBV1_1_Feat_SyntheticPoRep,
-            StackedDrg2KiBV1_2_Feat_NonInteractivePoRep,
-            StackedDrg8MiBV1_2_Feat_NonInteractivePoRep,
-            StackedDrg512MiBV1_2_Feat_NonInteractivePoRep,
-            StackedDrg32GiBV1_2_Feat_NonInteractivePoRep,
-            StackedDrg64GiBV1_2_Feat_NonInteractivePoRep,
-        ]
-    };
+    const ALL: [RegisteredSealProof; 20] = crate::porep::REGISTERED_PROOFS;
 
     #[test]
     fn every_porep_proof_names_two_files_of_the_official_manifest() {

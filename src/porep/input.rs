@@ -144,6 +144,34 @@ fn describe(e: serde_json::Error) -> anyhow::Error {
     anyhow::anyhow!("C1 output is malformed: {msg}")
 }
 
+/// Every registered PoRep proof, in the order of their numbers in Filecoin's actors
+/// (go-state-types `abi.RegisteredSealProof`, lotus's JSON): five sector sizes per version.
+pub const REGISTERED_PROOFS: [RegisteredSealProof; 20] = {
+    use RegisteredSealProof::*;
+    [
+        StackedDrg2KiBV1,
+        StackedDrg8MiBV1,
+        StackedDrg512MiBV1,
+        StackedDrg32GiBV1,
+        StackedDrg64GiBV1,
+        StackedDrg2KiBV1_1,
+        StackedDrg8MiBV1_1,
+        StackedDrg512MiBV1_1,
+        StackedDrg32GiBV1_1,
+        StackedDrg64GiBV1_1,
+        StackedDrg2KiBV1_1_Feat_SyntheticPoRep,
+        StackedDrg8MiBV1_1_Feat_SyntheticPoRep,
+        StackedDrg512MiBV1_1_Feat_SyntheticPoRep,
+        StackedDrg32GiBV1_1_Feat_SyntheticPoRep,
+        StackedDrg64GiBV1_1_Feat_SyntheticPoRep,
+        StackedDrg2KiBV1_2_Feat_NonInteractivePoRep,
+        StackedDrg8MiBV1_2_Feat_NonInteractivePoRep,
+        StackedDrg512MiBV1_2_Feat_NonInteractivePoRep,
+        StackedDrg32GiBV1_2_Feat_NonInteractivePoRep,
+        StackedDrg64GiBV1_2_Feat_NonInteractivePoRep,
+    ]
+};
+
 /// The name Filecoin uses for a registered proof, e.g. `StackedDrg2KiBV1_1`.
 pub fn proof_name(proof: RegisteredSealProof) -> String {
     format!("{proof:?}")

@@ -9,7 +9,9 @@ pub mod testdata;
 pub mod verify;
 mod witness;
 
-pub use input::{parse_c1, proof_from_name, proof_name, read_c1_file, C1Input, MAX_C1_BYTES};
+pub use input::{
+    parse_c1, proof_from_name, proof_name, read_c1_file, C1Input, MAX_C1_BYTES, REGISTERED_PROOFS,
+};
 pub use job::PorepJob;
 
 /// The largest miner actor id Filecoin can address: ID addresses and the prover id
