@@ -648,6 +648,7 @@ mod tests {
             name: "small".into(),
             classes: vec!["canary-4".into(), "canary-1".into()],
             backend: "cpu".into(),
+            resident: vec![],
             seen_s_ago: 3,
         };
         let table = class_table(

@@ -33,31 +33,41 @@ pub struct Config {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct GatewayConfig {
-    /// Where the HTTP door (lotus's remote C2) listens.
+    /// Where the HTTP door (lotus's remote C2) listens; empty: no HTTP door.
     pub http_listen: String,
+    /// Where the gRPC door (Curio's proving-engine protocol, `cuzk.v1.ProvingEngine`) listens;
+    /// empty: no gRPC door. Curio's `[Cuzk] Address` names it.
+    pub grpc_listen: String,
     /// The path lotus posts `RemoteCommit2Params` to (its `RemoteCommit2Endpoint` ends with it).
     pub lotus_path: String,
-    /// Largest request body accepted, checked against `Content-Length` before reading (a
-    /// 32 GiB sector's C1 is ~51 MB, ~68 MB in base64).
+    /// Largest request body accepted, checked against `Content-Length` (HTTP) or the message's
+    /// length prefix (gRPC) before reading (a 32 GiB sector's C1 is ~51 MB, ~68 MB in base64).
     pub max_body_bytes: u64,
-    /// Requests one client (IP address) may have open at once; more are answered 429.
+    /// Requests one client (IP address) may have open at once, over both doors; more are
+    /// answered 429 (HTTP) or `RESOURCE_EXHAUSTED` (gRPC).
     pub max_requests_per_client: u32,
-    /// How long a request waits for its proof before it is answered 504 (the job goes on; the
-    /// same request later is answered from the ledger).
+    /// How long a request waits for its proof before it is answered 504 (HTTP) or `TIMEOUT`
+    /// (gRPC `Prove`; `AwaitProof` has its own `timeout_ms`). The job goes on; the same request
+    /// later is answered from the ledger.
     pub wait_s: u64,
-    /// PEM certificate chain and private key: with both, the door speaks HTTPS only.
+    /// PEM certificate chain and private key: with both, both doors speak TLS only.
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
     /// File holding the bearer token clients must present; `C2Q_GATEWAY_TOKEN` (or the file
     /// named by `C2Q_GATEWAY_TOKEN_FILE`) takes precedence. Without any token the gateway
     /// refuses to start unless it listens on a loopback address only.
     pub token_file: Option<PathBuf>,
+    /// Take gRPC calls without a token. Curio's client sends none: set this for a gateway on
+    /// Curio's host, with `grpc_listen` on a loopback address (the gateway refuses to start
+    /// with it set on any other). The HTTP door still wants the token.
+    pub grpc_allow_no_token: bool,
 }
 
 impl Default for GatewayConfig {
     fn default() -> Self {
         GatewayConfig {
             http_listen: "127.0.0.1:9821".into(),
+            grpc_listen: "127.0.0.1:9820".into(),
             lotus_path: "/remote-commit2".into(),
             max_body_bytes: 128 << 20,
             max_requests_per_client: 16,
@@ -65,6 +75,7 @@ impl Default for GatewayConfig {
             tls_cert: None,
             tls_key: None,
             token_file: None,
+            grpc_allow_no_token: false,
         }
     }
 }

@@ -81,6 +81,7 @@ async fn lotus_remote_c2_is_proved_refused_or_answered_from_the_ledger() {
 
     let mut cfg = env.config.clone();
     cfg.gateway.http_listen = "127.0.0.1:0".into();
+    cfg.gateway.grpc_listen = "127.0.0.1:0".into();
     cfg.gateway.wait_s = 3;
     cfg.gateway.max_requests_per_client = 1;
     cfg.gateway.max_body_bytes = 8 << 20;
@@ -225,6 +226,7 @@ async fn the_lotus_door_speaks_tls_with_its_certificate() {
     let (cert, key) = self_signed(env.dir.path());
     let mut cfg = env.config.clone();
     cfg.gateway.http_listen = "127.0.0.1:0".into();
+    cfg.gateway.grpc_listen = "127.0.0.1:0".into();
 
     // A certificate without its key is a configuration error, said at start.
     let mut half = cfg.clone();

@@ -202,8 +202,14 @@ async fn ledger_leases_exclude_others_until_released_or_lapsed() {
         .record_proof("lease-db-1", b"second", "[]")
         .await
         .unwrap();
-    assert_eq!(first, b"first");
-    assert_eq!(second, b"first");
+    assert_eq!(
+        (first.proof.as_slice(), first.cancelled),
+        (&b"first"[..], false)
+    );
+    assert_eq!(
+        (second.proof.as_slice(), second.cancelled),
+        (&b"first"[..], false)
+    );
     let row = ledger.get("lease-db-1").await.unwrap().unwrap();
     assert_eq!(row.proofs_computed, 2);
     assert_eq!(row.lease_holder, None);

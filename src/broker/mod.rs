@@ -31,7 +31,9 @@ pub const UNSORTED: &str = "unsorted";
 pub struct QueueDepth {
     /// A size class key, or [`UNSORTED`].
     pub class: String,
+    /// The class's queue (its urgent queue is counted with it).
     pub queue: String,
+    /// Jobs waiting, urgent ones included.
     pub ready: u32,
     pub consumers: u32,
 }
@@ -109,26 +111,35 @@ impl Broker {
             .create_channel()
             .await
             .context("opening a channel to read queue depths")?;
+        // A class's urgent queue counts with its other queue.
         let queues = SizeClass::all()
             .into_iter()
-            .map(|c| (c.key(), self.names.class_queue(c)))
-            .chain([(UNSORTED.to_string(), self.names.jobs_queue())]);
+            .map(|c| {
+                let queues = vec![self.names.class_queue(c), self.names.urgent_queue(c)];
+                (c.key(), queues)
+            })
+            .chain([(UNSORTED.to_string(), vec![self.names.jobs_queue()])]);
         let mut depths = Vec::new();
-        for (class, queue) in queues {
-            let passive = QueueDeclareOptions {
-                passive: true,
-                ..Default::default()
-            };
-            let info = ch
-                .queue_declare(queue.as_str().into(), passive, FieldTable::default())
-                .await
-                .with_context(|| format!("reading the depth of {queue}"))?;
-            depths.push(QueueDepth {
+        for (class, queues) in queues {
+            let mut depth = QueueDepth {
                 class,
-                queue,
-                ready: info.message_count(),
-                consumers: info.consumer_count(),
-            });
+                queue: queues[0].clone(),
+                ready: 0,
+                consumers: 0,
+            };
+            for queue in &queues {
+                let passive = QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                };
+                let info = ch
+                    .queue_declare(queue.as_str().into(), passive, FieldTable::default())
+                    .await
+                    .with_context(|| format!("reading the depth of {queue}"))?;
+                depth.ready += info.message_count();
+                depth.consumers += info.consumer_count();
+            }
+            depths.push(depth);
         }
         let _ = ch.close(200, "queue depths read".into()).await;
         Ok(depths)

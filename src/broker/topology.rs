@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! producer ──▶ {P}.jobs (direct) ──<class>──▶ {P}.jobs.<class> (quorum, x-delivery-limit,
-//!                 │  ▲                              │       DLX {P}.dlx), one per size class
+//!                 │  ▲  ──<class>.urgent──▶ {P}.jobs.<class>.urgent   DLX {P}.dlx), one pair
+//!                 │  │                              │       per size class
 //!                 │  │                              │ worker: basic_get from the classes it
 //!                 └──┼──job──▶ {P}.jobs (quorum) ───┤ serves, gated by memory; a job here of
 //!                    │                              │ a class it does not serve is re-routed
@@ -18,6 +19,12 @@
 //! One delay queue per retry level keeps messages with very different delays from blocking
 //! each other (TTL expiry happens only at a queue's head). `{P}.wait` holds jobs for one fixed
 //! delay and costs them nothing: no retry is counted.
+//!
+//! Urgent jobs (a gateway's `HIGH` and `CRITICAL` requests, or any producer's job routed with
+//! `<class>.urgent`) wait in a second queue per class, which workers empty first. A second queue
+//! rather than message priorities: quorum queues have no priorities on RabbitMQ 3.x (and only
+//! two levels on 4.x), and a classic queue's `x-max-priority` cannot be added to a queue that
+//! exists, so priorities would have meant recreating every deployed job queue.
 
 use anyhow::{Context, Result};
 use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
@@ -52,6 +59,11 @@ impl Names {
     pub fn class_queue(&self, class: SizeClass) -> String {
         format!("{}.jobs.{}", self.prefix, class.key())
     }
+    /// The queue of one size class's urgent jobs (routing key [`urgent_key`]), fetched before
+    /// the class's other jobs.
+    pub fn urgent_queue(&self, class: SizeClass) -> String {
+        format!("{}.jobs.{}", self.prefix, urgent_key(class))
+    }
     pub fn dlx(&self) -> String {
         format!("{}.dlx", self.prefix)
     }
@@ -72,7 +84,7 @@ impl Names {
     pub fn all_queues(&self, retries: u32) -> Vec<String> {
         let mut queues: Vec<String> = SizeClass::all()
             .into_iter()
-            .map(|c| self.class_queue(c))
+            .flat_map(|c| [self.class_queue(c), self.urgent_queue(c)])
             .collect();
         queues.extend([
             self.jobs_queue(),
@@ -83,6 +95,11 @@ impl Names {
         queues.extend((1..=retries).map(|a| self.retry_queue(a)));
         queues
     }
+}
+
+/// Routing key of a size class's urgent jobs.
+pub fn urgent_key(class: SizeClass) -> String {
+    format!("{}.urgent", class.key())
 }
 
 fn durable_queue() -> QueueDeclareOptions {
@@ -112,12 +129,15 @@ pub async fn declare(ch: &Channel, names: &Names, delivery_limit: u32, retries: 
             .with_context(|| format!("declaring exchange {name}"))?;
     }
 
-    // The unsorted queue and one queue per size class: quorum queues with the same delivery
-    // limit and dead-lettering.
+    // The unsorted queue and two queues per size class (urgent and the rest): quorum queues
+    // with the same delivery limit and dead-lettering.
     let jobs_queues = std::iter::once((names.jobs_queue(), JOB_KEY.to_string())).chain(
-        SizeClass::all()
-            .into_iter()
-            .map(|c| (names.class_queue(c), c.key())),
+        SizeClass::all().into_iter().flat_map(|c| {
+            [
+                (names.class_queue(c), c.key()),
+                (names.urgent_queue(c), urgent_key(c)),
+            ]
+        }),
     );
     for (q, key) in jobs_queues {
         let mut jobs = FieldTable::default();

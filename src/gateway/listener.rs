@@ -75,12 +75,15 @@ pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor> {
         )
     })?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .context("initialising TLS")?
         .with_no_client_auth()
         .with_single_cert(chain, key)
         .context("gateway.tls_cert and gateway.tls_key do not make a usable pair")?;
+    // gRPC clients insist on HTTP/2 being agreed in the handshake; HTTP/1.1 clients (lotus)
+    // pick the other.
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 

@@ -7,14 +7,11 @@
 //! same C1 (`{miner}-{sector}-{first 6 bytes of its SHA-256, hex}`), so a request repeated after
 //! the client gave up is answered from the ledger.
 
-use anyhow::{bail, Context, Result};
 use base64::Engine;
-use filecoin_proofs_api::RegisteredSealProof;
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
 
-use crate::porep::{parse_c1, proof_name, PorepJob, REGISTERED_PROOFS};
-use crate::schema::{self, JobKind, JobV1};
+use super::job::{porep_job, proof_from_number, PorepRequest, Refusal};
+use crate::schema::{DecodedJob, Limits};
 
 /// `RemoteCommit2Params`, field for field.
 #[derive(Debug, Deserialize)]
@@ -39,94 +36,43 @@ struct SectorId {
     number: u64,
 }
 
-/// What is wrong with a request, as the client is told.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Refusal {
-    /// The request is not what lotus sends (400).
-    Malformed(String),
-    /// The request is well formed but its C1 cannot be proved for that sector (422).
-    Unprovable(String),
-}
-
-/// The job a valid request asks for.
-pub struct LotusJob {
-    pub job: JobV1,
-    pub registered_proof: RegisteredSealProof,
-}
-
-/// go-state-types' `abi.RegisteredSealProof` numbers: the index in [`REGISTERED_PROOFS`].
-fn proof_from_number(n: i64) -> Option<RegisteredSealProof> {
-    usize::try_from(n)
-        .ok()
-        .and_then(|i| REGISTERED_PROOFS.get(i).copied())
-}
-
 /// Check a request body and build its job. Parsing and checking a 32 GiB C1 takes a few
 /// seconds of CPU: call it off the async threads.
-pub fn job_of(body: &[u8]) -> Result<LotusJob, Refusal> {
+pub fn job_of(body: &[u8], limits: &Limits) -> Result<DecodedJob, Refusal> {
     let params: RemoteCommit2Params = serde_json::from_slice(body).map_err(|e| {
         Refusal::Malformed(format!(
             "not RemoteCommit2Params JSON ({e}): expected {{\"Sector\":{{\"Miner\":…,\"Number\":…}},\
              \"ProofType\":…,\"Commit1Out\":\"<base64>\"}}"
         ))
     })?;
-    let registered_proof = proof_from_number(params.proof_type).ok_or_else(|| {
-        Refusal::Malformed(format!(
-            "ProofType {} is not a registered PoRep proof (0 to 19)",
-            params.proof_type
-        ))
-    })?;
+    let proof = u64::try_from(params.proof_type)
+        .ok()
+        .and_then(proof_from_number)
+        .ok_or_else(|| {
+            Refusal::Malformed(format!(
+                "ProofType {} is not a registered PoRep proof (0 to 19)",
+                params.proof_type
+            ))
+        })?;
     let c1 = base64::engine::general_purpose::STANDARD
         .decode(params.commit1_out.as_bytes())
         .map_err(|e| Refusal::Malformed(format!("Commit1Out is not base64: {e}")))?;
-    let (miner, sector) = (params.sector.miner, params.sector.number);
-    check_c1(&c1, registered_proof, miner, sector)
-        .map_err(|e| Refusal::Unprovable(one_line(&e)))?;
-
-    let digest = Sha256::digest(&c1);
-    let phase1_output = zstd::encode_all(&c1[..], 3)
-        .map_err(|e| Refusal::Unprovable(format!("compressing the C1 output: {e}")))?;
-    let job = JobV1 {
-        v: schema::VERSION,
-        job_id: format!("{miner}-{sector}-{}", hex::encode(&digest[..6])),
-        kind: JobKind::PorepC2,
-        registered_proof: proof_name(registered_proof),
-        miner_id: miner,
-        sector_number: sector,
-        phase1_output,
-        canary: None,
+    let request = PorepRequest {
+        c1: &c1,
+        proof,
+        proof_field: "ProofType",
+        miner: params.sector.miner,
+        sector: params.sector.number,
+        job_id: None,
     };
-    Ok(LotusJob {
-        job,
-        registered_proof,
-    })
-}
-
-/// The C1 is one the worker can prove for this miner and sector under this proof type: it
-/// parses, names the same proof, and passes every check a worker makes before proving (replica
-/// id bound to the miner and sector, commitments, the vanilla proofs).
-fn check_c1(c1: &[u8], proof: RegisteredSealProof, miner: u64, sector: u64) -> Result<()> {
-    let parsed = parse_c1(c1)?;
-    if parsed.registered_proof() != proof {
-        bail!(
-            "ProofType says {}, the C1 output is for {}",
-            proof_name(proof),
-            proof_name(parsed.registered_proof())
-        );
-    }
-    PorepJob::new(parsed, miner, sector)
-        .context("the C1 output cannot be proved for this sector")?;
-    Ok(())
-}
-
-/// An error chain on one line, as lotus logs a failed remote C2's body.
-fn one_line(e: &anyhow::Error) -> String {
-    format!("{e:#}").replace('\n', " ")
+    porep_job(request, limits)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::porep::proof_name;
 
     #[test]
     fn proof_type_numbers_are_go_state_types() {
@@ -148,12 +94,13 @@ mod tests {
             Some("StackedDrg64GiBV1_2_Feat_NonInteractivePoRep")
         );
         assert_eq!(name(20), None);
-        assert_eq!(name(-1), None);
+        assert_eq!(name(u64::MAX), None);
     }
 
     #[test]
     fn malformed_requests_are_refused_with_a_reason() {
-        let refused = |body: &[u8]| match job_of(body) {
+        let limits = Limits::default();
+        let refused = |body: &[u8]| match job_of(body, &limits) {
             Err(Refusal::Malformed(why)) => why,
             Err(other) => panic!("{other:?}"),
             Ok(_) => panic!("accepted"),
@@ -176,7 +123,7 @@ mod tests {
             base64::engine::general_purpose::STANDARD.encode(b"{}")
         );
         assert!(matches!(
-            job_of(body.as_bytes()),
+            job_of(body.as_bytes(), &limits),
             Err(Refusal::Unprovable(_))
         ));
     }

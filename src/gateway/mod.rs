@@ -1,13 +1,19 @@
-//! `c2q gateway`: the door existing pipelines already know, onto the queue. A lotus that sends
-//! its C2 to a remote endpoint (`RemoteCommit2Endpoint`) points it here; every request becomes
-//! an ordinary job on RabbitMQ (same job ids, ledger, retries, dead letters and verification as
-//! any other), and is answered when the ledger holds its proof.
+//! `c2q gateway`: the doors existing pipelines already know, onto the queue.
 //!
-//! The gateway keeps no state of its own: what a request waits for is in the queue and the
-//! ledger, so a restarted gateway (or another one) answers a repeated request from the ledger.
+//! - gRPC ([`grpc`]): Curio's proving-engine protocol (`cuzk.v1.ProvingEngine`), so that a
+//!   Curio whose `[Cuzk] Address` names the gateway sends its proofs to the fleet unchanged.
+//! - HTTP ([`http`]): lotus's remote C2 (`RemoteCommit2Endpoint`).
+//!
+//! Every request becomes an ordinary job on RabbitMQ (same job ids, ledger, retries, dead
+//! letters and verification as any other), recorded in the ledger as queued before it is
+//! enqueued, and is answered when the ledger holds its proof. The gateway keeps no state of its
+//! own: a restarted gateway (or another one) answers a repeated request from the ledger.
 //! Requests are bearer-authenticated, size-checked before their body is read, limited per
 //! client, and served over TLS when a certificate is configured.
 
+pub mod grpc;
+pub mod http;
+pub mod job;
 pub mod listener;
 pub mod lotus;
 
@@ -18,12 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
-use axum::body::Body;
-use axum::extract::{ConnectInfo, State};
-use axum::http::{header, HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::Router;
+use axum::http::{header, HeaderMap};
 use base64::Engine;
 use lapin::options::QueueDeclareOptions;
 use lapin::types::{AMQPValue, FieldTable, ShortString};
@@ -31,14 +32,13 @@ use lapin::BasicProperties;
 use prometheus::{IntCounterVec, Opts, Registry, TextEncoder};
 use tokio_util::sync::CancellationToken;
 
-use crate::broker::{publish_confirmed, Broker};
+use crate::broker::{publish_confirmed, topology, Broker};
 use crate::classes::SizeClass;
 use crate::config::{secret, Config, GatewayConfig};
-use crate::ledger::{Answer, AnswerState, Ledger};
-use crate::schema::{self, ErrorKind, JobV1};
-use listener::Peer;
+use crate::ledger::{Answer, AnswerState, JobIdentity, Ledger, Registration};
+use crate::schema::{self, DecodedJob, ErrorKind, JobV1};
 
-/// How long a request waits for a broker that went away before it is answered 503.
+/// How long a request waits for a broker that went away before it is refused as unavailable.
 const BROKER_PATIENCE: Duration = Duration::from_secs(10);
 
 /// How often a waiting request looks at the ledger.
@@ -73,45 +73,92 @@ pub fn run(args: GatewayArgs) -> Result<()> {
     })
 }
 
-/// Serve until `stop`. Requests still waiting then are answered 503 (their jobs go on, and a
-/// repeated request is answered from the ledger).
+/// Serve both doors until `stop`. Requests still waiting then are answered as unavailable
+/// (their jobs go on, and a repeated request is answered from the ledger).
 pub async fn serve(config: Config, stop: CancellationToken) -> Result<()> {
     let gateway = Arc::new(Gateway::start(config, stop.clone()).await?);
     let cfg = &gateway.cfg;
+    if cfg.http_listen.is_empty() && cfg.grpc_listen.is_empty() {
+        bail!(
+            "gateway: both gateway.http_listen and gateway.grpc_listen are empty: no door to open"
+        );
+    }
     let tls = match (&cfg.tls_cert, &cfg.tls_key) {
         (Some(cert), Some(key)) => Some(listener::tls_acceptor(cert, key)?),
         (None, None) => None,
         _ => bail!("gateway.tls_cert and gateway.tls_key go together: set both or neither"),
     };
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    let incoming = listener::bind(&cfg.http_listen, tls).await?;
-    let addr =
-        axum::serve::Listener::local_addr(&incoming).context("gateway: the bound address")?;
-    tracing::info!(addr = %addr, scheme, lotus_path = %cfg.lotus_path,
-        authenticated = gateway.token.is_some(), "gateway listening");
-    let app = Router::new()
-        .route(&cfg.lotus_path, post(lotus_remote_commit2))
-        .route("/metrics", get(metrics))
-        .route("/healthz", get(|| async { "ok" }))
-        .with_state(gateway.clone());
-    axum::serve(incoming, app.into_make_service_with_connect_info::<Peer>())
-        .with_graceful_shutdown(stop.cancelled_owned())
-        .await
-        .context("gateway: serving")?;
+    let mut doors = tokio::task::JoinSet::new();
+    if !cfg.http_listen.is_empty() {
+        let incoming = listener::bind(&cfg.http_listen, tls.clone()).await?;
+        doors.spawn(http::serve(gateway.clone(), incoming, tls.is_some()));
+    }
+    if !cfg.grpc_listen.is_empty() {
+        let incoming = listener::bind(&cfg.grpc_listen, tls.clone()).await?;
+        doors.spawn(grpc::serve(gateway.clone(), incoming, tls.is_some()));
+    }
+    // Either door failing stops the gateway: a half-open gateway would look healthy to one
+    // pipeline and refuse the other.
+    while let Some(done) = doors.join_next().await {
+        let served = done.context("gateway: a door's task panicked")?;
+        if let Err(e) = served {
+            stop.cancel();
+            return Err(e);
+        }
+    }
     tracing::info!("gateway stopped");
     Ok(())
 }
 
-struct Gateway {
+/// What both doors share: the configuration, the ledger, the broker connection, the token,
+/// the per-client count of open requests and the metrics.
+pub struct Gateway {
     cfg: GatewayConfig,
     config: Config,
     ledger: Ledger,
     broker: tokio::sync::Mutex<Option<Arc<Broker>>>,
     token: Option<String>,
-    /// Requests open per client address.
+    /// Requests open per client address, over both doors.
     open: Mutex<HashMap<IpAddr, u32>>,
     metrics: GatewayMetrics,
     stop: CancellationToken,
+    started: Instant,
+}
+
+/// Where a submitted job stands.
+#[derive(Debug)]
+enum Submitted {
+    /// Proved before: the proof of record.
+    Proved(Vec<u8>),
+    /// Enqueued now, or being proved already: wait for it.
+    Waiting,
+    /// It failed on its input before, which proving again cannot change.
+    Refused(String),
+    /// The job id is known with another payload.
+    Mismatch,
+}
+
+/// How waiting for a job ended.
+#[derive(Debug)]
+enum Waited {
+    Proved(Vec<u8>),
+    /// It failed on its input (the client's to fix).
+    Refused(String),
+    /// The fleet failed to prove it (a repeated request enqueues it again).
+    Failed(String),
+    Cancelled,
+    /// Still pending at the deadline: the job goes on.
+    TimedOut,
+    /// The gateway is stopping: the job goes on.
+    ShuttingDown,
+}
+
+/// How urgently a job is wanted: urgent jobs go to their class's urgent queue, which workers
+/// empty first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Urgency {
+    Normal,
+    Urgent,
 }
 
 impl Gateway {
@@ -119,12 +166,24 @@ impl Gateway {
         let cfg = config.gateway.clone();
         let token =
             secret("C2Q_GATEWAY_TOKEN", cfg.token_file.as_deref())?.filter(|t| !t.is_empty());
-        if token.is_none() && !listens_on_loopback_only(&cfg.http_listen) {
+        for (key, addr) in [
+            ("http_listen", &cfg.http_listen),
+            ("grpc_listen", &cfg.grpc_listen),
+        ] {
+            if token.is_none() && !addr.is_empty() && !listens_on_loopback_only(addr) {
+                bail!(
+                    "gateway: no bearer token (C2Q_GATEWAY_TOKEN, C2Q_GATEWAY_TOKEN_FILE or \
+                     gateway.token_file) and gateway.{key} {addr} is reachable from other \
+                     machines: set a token, or listen on 127.0.0.1"
+                );
+            }
+        }
+        if cfg.grpc_allow_no_token && !listens_on_loopback_only(&cfg.grpc_listen) {
             bail!(
-                "gateway: no bearer token (C2Q_GATEWAY_TOKEN, C2Q_GATEWAY_TOKEN_FILE or \
-                 gateway.token_file) and gateway.http_listen {} is reachable from other \
-                 machines: set a token, or listen on 127.0.0.1",
-                cfg.http_listen
+                "gateway: grpc_allow_no_token takes calls from anyone who reaches \
+                 gateway.grpc_listen {}: it is allowed on a loopback address only (run the \
+                 gateway on Curio's host, listening on 127.0.0.1)",
+                cfg.grpc_listen
             );
         }
         let ledger = Ledger::connect(&config.ledger).await?;
@@ -137,6 +196,7 @@ impl Gateway {
             open: Mutex::new(HashMap::new()),
             metrics: GatewayMetrics::new()?,
             stop,
+            started: Instant::now(),
         };
         // Fail at start, not at the first request, when the broker is unreachable.
         gateway.broker().await?;
@@ -200,53 +260,42 @@ impl Gateway {
         }
     }
 
-    /// Get `job` proved: answered from the ledger when it is, else enqueued (unless it is
-    /// being proved already) and waited for until `gateway.wait_s`.
-    async fn prove(&self, job: &JobV1) -> Reply {
-        let before = match self.ledger.answer(&job.job_id).await {
-            Ok(a) => a,
-            Err(e) => return Reply::Unavailable(format!("{e:#}")),
+    /// Record `job` in the ledger and enqueue it, unless the ledger answers it already (its
+    /// proof, or an input failure) or a live worker is proving it now.
+    async fn submit(&self, job: &DecodedJob, urgency: Urgency) -> Result<Submitted> {
+        let identity = JobIdentity {
+            job_id: job.job.job_id.clone(),
+            kind: job.job.kind.as_str().to_string(),
+            registered_proof: job.job.registered_proof.clone(),
+            miner_id: job.job.miner_id,
+            sector_number: job.job.sector_number,
+            digest: job.digest,
         };
-        // A failure recorded before this request does not answer it when the job is enqueued
-        // again: only one after a further attempt does.
-        let mut earlier_attempts = None;
-        match before {
-            Some(Answer {
-                state: AnswerState::Proved(proof),
-                ..
-            }) => return Reply::Proved(proof),
-            Some(Answer {
-                state: AnswerState::Failed { kind, message },
-                attempts,
-                ..
-            }) => {
-                if is_input_failure(&kind) {
-                    return Reply::Refused(format!("{kind}: {message}"));
+        match self.ledger.register(&identity).await? {
+            Registration::Mismatch => return Ok(Submitted::Mismatch),
+            Registration::New => {}
+            Registration::Known(Answer { state, leased, .. }) => match state {
+                AnswerState::Proved(proof) => return Ok(Submitted::Proved(proof)),
+                AnswerState::Failed { kind, message } if is_input_failure(&kind) => {
+                    return Ok(Submitted::Refused(format!("{kind}: {message}")));
                 }
-                earlier_attempts = Some(attempts);
-                if let Err(e) = self.enqueue(job).await {
-                    return Reply::Unavailable(format!("{e:#}"));
-                }
-            }
-            Some(Answer {
-                state: AnswerState::Pending,
-                leased: true,
-                ..
-            }) => {}
-            // Never seen, or claimed once and not held by a live worker now (handed back,
-            // or its worker died): enqueue it. A second copy of a job still queued costs a
-            // ledger lookup; the ledger makes sure it is proved once.
-            _ => {
-                if let Err(e) = self.enqueue(job).await {
-                    return Reply::Unavailable(format!("{e:#}"));
-                }
-            }
+                // A failure of the fleet's (retries exhausted by outages, a proof that did not
+                // verify): asked again, it is proved again.
+                AnswerState::Failed { .. } => self.ledger.requeue(&identity.job_id).await?,
+                AnswerState::Pending if leased => return Ok(Submitted::Waiting),
+                // Queued, or claimed once and not held by a live worker now (handed back, or
+                // its worker died): enqueued again. A second copy of a job still queued costs
+                // a ledger lookup; the ledger makes sure it is proved once.
+                AnswerState::Pending | AnswerState::Cancelled => {}
+            },
         }
-        self.wait(&job.job_id, earlier_attempts).await
+        self.enqueue(&job.job, urgency).await?;
+        Ok(Submitted::Waiting)
     }
 
-    /// Publish `job` to its size class's queue, confirmed.
-    async fn enqueue(&self, job: &JobV1) -> Result<()> {
+    /// Publish `job` to its size class's queue (its urgent queue if `urgency` says so),
+    /// confirmed.
+    async fn enqueue(&self, job: &JobV1, urgency: Urgency) -> Result<()> {
         let broker = self.broker().await?;
         let payload = schema::job::encode(job)?;
         let now = SystemTime::now()
@@ -259,8 +308,11 @@ impl Gateway {
             .with_message_id(ShortString::from(job.job_id.clone()))
             .with_reply_to(ShortString::from(results_queue(&broker)))
             .with_timestamp(now);
-        let key = SizeClass::of(job)
-            .map_or_else(|| crate::broker::topology::JOB_KEY.to_string(), |c| c.key());
+        let key = match (SizeClass::of(job), urgency) {
+            (Some(class), Urgency::Urgent) => topology::urgent_key(class),
+            (Some(class), Urgency::Normal) => class.key(),
+            (None, _) => topology::JOB_KEY.to_string(),
+        };
         publish_confirmed(
             &broker.publish,
             &broker.names.jobs_exchange(),
@@ -270,39 +322,55 @@ impl Gateway {
         )
         .await
         .with_context(|| format!("enqueueing job {}", job.job_id))?;
-        tracing::info!(job_id = %job.job_id, class = %key, "gateway: job enqueued");
+        tracing::info!(job_id = %job.job_id, routing_key = %key, "gateway: job enqueued");
         Ok(())
     }
 
-    async fn wait(&self, job_id: &str, earlier_attempts: Option<u32>) -> Reply {
-        let deadline = Instant::now() + Duration::from_secs(self.cfg.wait_s);
+    /// Wait for `job_id` to end, until `deadline` (`None`: until it ends or the gateway stops).
+    async fn wait(&self, job_id: &str, deadline: Option<Instant>) -> Waited {
         loop {
-            match self.ledger.answer(job_id).await {
-                Ok(Some(Answer {
-                    state: AnswerState::Proved(proof),
-                    ..
-                })) => return Reply::Proved(proof),
-                Ok(Some(Answer {
-                    state: AnswerState::Failed { kind, message },
-                    attempts,
-                    ..
-                })) if earlier_attempts.is_none_or(|n| attempts > n) => {
-                    return match is_input_failure(&kind) {
-                        true => Reply::Refused(format!("{kind}: {message}")),
-                        false => Reply::Failed(format!("{kind}: {message}")),
-                    };
+            // A database outage while waiting is waited out like a slow proof.
+            if let Ok(Some(Answer { state, .. })) = self.ledger.answer(job_id).await {
+                match state {
+                    AnswerState::Proved(proof) => return Waited::Proved(proof),
+                    AnswerState::Failed { kind, message } if is_input_failure(&kind) => {
+                        return Waited::Refused(format!("{kind}: {message}"))
+                    }
+                    AnswerState::Failed { kind, message } => {
+                        return Waited::Failed(format!("{kind}: {message}"))
+                    }
+                    AnswerState::Cancelled => return Waited::Cancelled,
+                    AnswerState::Pending => {}
                 }
-                // A database outage while waiting is waited out like a slow proof.
-                Ok(_) | Err(_) => {}
             }
-            if Instant::now() >= deadline {
-                return Reply::StillProving(self.cfg.wait_s);
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Waited::TimedOut;
             }
             tokio::select! {
                 _ = tokio::time::sleep(POLL) => {}
-                _ = self.stop.cancelled() => return Reply::ShuttingDown,
+                _ = self.stop.cancelled() => return Waited::ShuttingDown,
             }
         }
+    }
+
+    /// The deadline of a wait of `gateway.wait_s` from now.
+    fn default_deadline(&self) -> Instant {
+        Instant::now() + Duration::from_secs(self.cfg.wait_s)
+    }
+
+    /// The Prometheus text of the gateway's metrics.
+    fn metrics_text(&self) -> String {
+        TextEncoder::new()
+            .encode_to_string(&self.metrics.registry.gather())
+            .unwrap_or_else(|e| format!("# encoding failed: {e}\n"))
+    }
+
+    /// Count a request by door and outcome.
+    fn count(&self, door: &str, outcome: &str) {
+        self.metrics
+            .requests
+            .with_label_values(&[door, outcome])
+            .inc();
     }
 }
 
@@ -312,9 +380,9 @@ fn results_queue(broker: &Broker) -> String {
     format!("{}.gateway.results", broker.names.prefix)
 }
 
-/// Failures of the job's input, which proving again cannot change: the client is told 4xx.
-/// The others (a proof that did not verify, retries exhausted by outages) are the fleet's: 5xx,
-/// and a repeated request enqueues the job again.
+/// Failures of the job's input, which proving again cannot change: the client is told it is
+/// at fault. The others (a proof that did not verify, retries exhausted by outages) are the
+/// fleet's, and a repeated request enqueues the job again.
 fn is_input_failure(kind: &str) -> bool {
     let machine = [
         ErrorKind::VerificationFailed,
@@ -331,9 +399,9 @@ fn listens_on_loopback_only(addr: &str) -> bool {
         .unwrap_or(false)
 }
 
-/// The token a request presents: `Authorization: Bearer <token>`, or HTTP Basic with the
-/// token as password (any user name). lotus sends no headers of its own to a remote C2
-/// endpoint, but Go's HTTP client turns the credentials of a URL
+/// The token a request presents: `Authorization: Bearer <token>` (HTTP header or gRPC
+/// metadata), or HTTP Basic with the token as password (any user name). lotus sends no headers
+/// of its own to a remote C2 endpoint, but Go's HTTP client turns the credentials of a URL
 /// (`https://c2q:<token>@gateway:9821/remote-commit2`) into Basic authorization.
 fn presented_token(headers: &HeaderMap) -> Option<String> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
@@ -371,172 +439,10 @@ impl Drop for OpenRequest {
     }
 }
 
-/// How a request ends.
-enum Reply {
-    /// 200 with the proof bytes.
-    Proved(Vec<u8>),
-    /// 400: not a request this door reads.
-    Malformed(String),
-    /// 422: a request for a job that cannot be proved (its input).
-    Refused(String),
-    /// 502: the fleet failed to prove it.
-    Failed(String),
-    /// 504: still proving when the wait ended.
-    StillProving(u64),
-    /// 503: the broker or the ledger is unreachable.
-    Unavailable(String),
-    /// 503: the gateway is stopping.
-    ShuttingDown,
-    Unauthorized,
-    TooLarge(u64),
-    TooManyRequests(u32),
-}
-
-impl Reply {
-    fn outcome(&self) -> &'static str {
-        match self {
-            Reply::Proved(_) => "proved",
-            Reply::Malformed(_) => "malformed",
-            Reply::Refused(_) => "refused",
-            Reply::Failed(_) => "failed",
-            Reply::StillProving(_) => "still_proving",
-            Reply::Unavailable(_) => "unavailable",
-            Reply::ShuttingDown => "shutting_down",
-            Reply::Unauthorized => "unauthorized",
-            Reply::TooLarge(_) => "too_large",
-            Reply::TooManyRequests(_) => "too_many_requests",
-        }
-    }
-}
-
-impl IntoResponse for Reply {
-    fn into_response(self) -> Response {
-        let text = |status: StatusCode, line: String| (status, format!("{line}\n")).into_response();
-        match self {
-            Reply::Proved(proof) => (
-                StatusCode::OK,
-                [(header::CONTENT_TYPE, "application/octet-stream")],
-                proof,
-            )
-                .into_response(),
-            Reply::Malformed(why) => text(StatusCode::BAD_REQUEST, why),
-            Reply::Refused(why) => text(StatusCode::UNPROCESSABLE_ENTITY, why),
-            Reply::Failed(why) => text(StatusCode::BAD_GATEWAY, format!("proving failed: {why}")),
-            Reply::StillProving(s) => text(
-                StatusCode::GATEWAY_TIMEOUT,
-                format!(
-                    "still proving after {s} s; the job goes on: the same request later is \
-                     answered with its proof"
-                ),
-            ),
-            Reply::Unavailable(why) => text(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("unavailable: {why}"),
-            ),
-            Reply::ShuttingDown => text(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the gateway is stopping; the job goes on: repeat the request".into(),
-            ),
-            Reply::Unauthorized => {
-                let mut r = text(
-                    StatusCode::UNAUTHORIZED,
-                    "missing or wrong bearer token".into(),
-                );
-                r.headers_mut().insert(
-                    header::WWW_AUTHENTICATE,
-                    header::HeaderValue::from_static("Bearer"),
-                );
-                r
-            }
-            Reply::TooLarge(limit) => text(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("the body is over gateway.max_body_bytes ({limit} bytes)"),
-            ),
-            Reply::TooManyRequests(n) => text(
-                StatusCode::TOO_MANY_REQUESTS,
-                format!(
-                    "this client already has {n} requests open (gateway.max_requests_per_client)"
-                ),
-            ),
-        }
-    }
-}
-
-/// `POST {gateway.lotus_path}`: lotus's `RemoteCommit2Params` in, the proof out.
-async fn lotus_remote_commit2(
-    State(gateway): State<Arc<Gateway>>,
-    ConnectInfo(peer): ConnectInfo<Peer>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    let started = Instant::now();
-    let (reply, job_id) = lotus_reply(&gateway, peer, &headers, body).await;
-    let outcome = reply.outcome();
-    gateway
-        .metrics
-        .requests
-        .with_label_values(&["lotus", outcome])
-        .inc();
-    tracing::info!(peer = %peer.0, job_id = job_id.as_deref().unwrap_or(""), outcome,
-        seconds = started.elapsed().as_secs_f64(), "gateway: lotus remote C2");
-    reply.into_response()
-}
-
-async fn lotus_reply(
-    gateway: &Arc<Gateway>,
-    peer: Peer,
-    headers: &HeaderMap,
-    body: Body,
-) -> (Reply, Option<String>) {
-    if !gateway.authorized(headers) {
-        return (Reply::Unauthorized, None);
-    }
-    let limit = gateway.cfg.max_body_bytes;
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit) {
-        return (Reply::TooLarge(limit), None);
-    }
-    let Some(_open) = gateway.open_request(peer.0.ip()) else {
-        return (
-            Reply::TooManyRequests(gateway.cfg.max_requests_per_client),
-            None,
-        );
-    };
-    let bytes = match axum::body::to_bytes(body, usize::try_from(limit).unwrap_or(usize::MAX)).await
-    {
-        Ok(b) => b,
-        // An undeclared length over the limit ends the read the same way.
-        Err(_) if declared.is_none() => return (Reply::TooLarge(limit), None),
-        Err(e) => return (Reply::Malformed(format!("reading the body: {e}")), None),
-    };
-    let checked = tokio::task::spawn_blocking(move || lotus::job_of(&bytes)).await;
-    let job = match checked {
-        Ok(Ok(job)) => job.job,
-        Ok(Err(lotus::Refusal::Malformed(why))) => return (Reply::Malformed(why), None),
-        Ok(Err(lotus::Refusal::Unprovable(why))) => return (Reply::Refused(why), None),
-        Err(e) => {
-            return (
-                Reply::Refused(format!("checking the C1 output failed: {e}")),
-                None,
-            )
-        }
-    };
-    let reply = gateway.prove(&job).await;
-    (reply, Some(job.job_id))
-}
-
-async fn metrics(State(gateway): State<Arc<Gateway>>) -> String {
-    TextEncoder::new()
-        .encode_to_string(&gateway.metrics.registry.gather())
-        .unwrap_or_else(|e| format!("# encoding failed: {e}\n"))
-}
-
 struct GatewayMetrics {
     registry: Registry,
-    /// Requests by door (`lotus`) and how they ended (`proved`, `refused`, `still_proving`, …).
+    /// Requests by door (`lotus`, `grpc`) and how they ended (`proved`, `refused`,
+    /// `still_proving`, `unauthorized`, `too_large`, …).
     requests: IntCounterVec,
 }
 
@@ -564,7 +470,7 @@ fn spawn_signal_handler(stop: CancellationToken) -> Result<()> {
             _ = term.recv() => {}
             _ = int.recv() => {}
         }
-        tracing::info!("gateway stopping: waiting requests are answered 503");
+        tracing::info!("gateway stopping: waiting requests are answered as unavailable");
         stop.cancel();
     });
     Ok(())

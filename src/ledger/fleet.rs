@@ -19,20 +19,31 @@ pub struct SeenWorker {
     /// Size class keys it fetches, largest first.
     pub classes: Vec<String>,
     pub backend: String,
+    /// Circuits whose parameters it holds loaded (`porep-32g`).
+    pub resident: Vec<String>,
     /// Seconds since it last announced itself.
     pub seen_s_ago: u64,
 }
 
 impl Ledger {
-    /// Say that this worker process runs and fetches `classes` (called every few seconds).
-    pub async fn announce(&self, holder: &Holder, classes: &[String], backend: &str) -> Result<()> {
+    /// Say that this worker process runs, fetches `classes` and holds the parameters of the
+    /// `resident` circuits loaded (called every few seconds).
+    pub async fn announce(
+        &self,
+        holder: &Holder,
+        classes: &[String],
+        backend: &str,
+        resident: &[String],
+    ) -> Result<()> {
         self.client()
             .await?
             .execute(
-                "INSERT INTO workers (token, name, classes, backend) VALUES ($1, $2, $3, $4)
+                "INSERT INTO workers (token, name, classes, backend, resident)
+                 VALUES ($1, $2, $3, $4, $5)
                  ON CONFLICT (token) DO UPDATE
-                 SET classes = $3, backend = $4, seen_at = now(), stopped = false",
-                &[&holder.token, &holder.worker, &classes, &backend],
+                 SET classes = $3, backend = $4, resident = $5, seen_at = now(),
+                     stopped = false",
+                &[&holder.token, &holder.worker, &classes, &backend, &resident],
             )
             .await
             .context("ledger: announcing the worker")?;
@@ -65,7 +76,7 @@ impl Ledger {
             .context("ledger: forgetting workers gone for a day")?;
         let rows = client
             .query(
-                "SELECT name, classes, backend,
+                "SELECT name, classes, backend, resident,
                         floor(extract(epoch FROM now() - seen_at))::bigint
                  FROM workers
                  WHERE NOT stopped AND seen_at > now() - make_interval(secs => $1)
@@ -80,7 +91,8 @@ impl Ledger {
                 name: r.get(0),
                 classes: r.get(1),
                 backend: r.get(2),
-                seen_s_ago: r.get::<_, i64>(3).max(0) as u64,
+                resident: r.get(3),
+                seen_s_ago: r.get::<_, i64>(4).max(0) as u64,
             })
             .collect())
     }

@@ -9,14 +9,15 @@ use super::{Holder, Ledger};
 
 impl Ledger {
     /// Extend the lease by a full term. `false`: this holder no longer has it (the job was
-    /// proved, failed or taken over after the lease lapsed).
+    /// proved, failed or taken over after the lease lapsed). A job cancelled while it is
+    /// proved stays leased to its prover until it finishes.
     pub async fn renew_lease(&self, job_id: &str, holder: &Holder) -> Result<bool> {
         let n = self
             .client()
             .await?
             .execute(
                 "UPDATE jobs SET lease_until = now() + make_interval(secs => $3)
-                 WHERE job_id = $1 AND lease_holder = $2 AND status = 'running'
+                 WHERE job_id = $1 AND lease_holder = $2 AND status IN ('running', 'cancelled')
                        AND lease_until IS NOT NULL",
                 &[&job_id, &holder.token, &holder.lease.as_secs_f64()],
             )

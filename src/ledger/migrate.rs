@@ -13,6 +13,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "workers",
         include_str!("../../migrations/0003_workers.sql"),
     ),
+    (
+        4,
+        "gateway",
+        include_str!("../../migrations/0004_gateway.sql"),
+    ),
 ];
 
 /// Create `schema` if needed and bring it to the latest version.

@@ -7,6 +7,7 @@
 mod fleet;
 mod lease;
 pub mod migrate;
+mod submitted;
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -17,6 +18,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 
 use crate::config::{secret, LedgerConfig};
 pub use fleet::{SeenWorker, SEEN_RECENTLY};
+pub use submitted::{Cancellation, Registration, Totals};
 
 fn manager_config() -> ManagerConfig {
     ManagerConfig {
@@ -117,6 +119,17 @@ pub enum Claim {
     },
     /// The job id is known with a different payload.
     Mismatch,
+    /// The job was cancelled (`Ledger::cancel`): do not prove it.
+    Cancelled,
+}
+
+/// A proof as recorded (`Ledger::record_proof`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordedProof {
+    /// The proof of record: this one, or the one recorded first.
+    pub proof: Vec<u8>,
+    /// The job was cancelled while it was proved: its result is not published.
+    pub cancelled: bool,
 }
 
 /// Who claims a job, and for how long.
@@ -161,6 +174,8 @@ pub enum AnswerState {
     Proved(Vec<u8>),
     /// Failed, with the error kind and message the worker recorded.
     Failed { kind: String, message: String },
+    /// Cancelled (`Ledger::cancel`) and not submitted again since.
+    Cancelled,
 }
 
 #[derive(Clone)]
@@ -310,6 +325,10 @@ impl Ledger {
             tx.commit().await?;
             return Ok(Claim::Mismatch);
         }
+        if status == "cancelled" {
+            tx.commit().await?;
+            return Ok(Claim::Cancelled);
+        }
         if let (Some(proof), "proved" | "published") = (proof, status.as_str()) {
             tx.commit().await?;
             return Ok(Claim::Proved {
@@ -327,7 +346,8 @@ impl Ledger {
                 lease_left: Duration::from_secs_f64(lease_left.unwrap_or(0.0)),
             });
         }
-        // Never started, failed, handed back, or its holder stopped renewing (died): ours.
+        // Never started (queued by a gateway), failed, handed back, or its holder stopped
+        // renewing (died): ours.
         let attempts: i32 = tx
             .query_one(
                 "UPDATE jobs SET status = 'running', attempts = attempts + 1, worker = $2,
@@ -348,12 +368,13 @@ impl Ledger {
     /// Record a verified proof: from now on the job is answered from the ledger. Returns the
     /// proof of record: this one, or the one recorded first if another worker's lease lapsed
     /// and both proved (every published result then carries the same bytes). The lease ends.
+    /// A job cancelled meanwhile keeps the proof but stays cancelled.
     pub async fn record_proof(
         &self,
         job_id: &str,
         proof: &[u8],
         timings_json: &str,
-    ) -> Result<Vec<u8>> {
+    ) -> Result<RecordedProof> {
         self.retrying(|| async {
             let row = self
                 .client()
@@ -366,15 +387,19 @@ impl Ledger {
                                        THEN timings ELSE CAST($3::text AS jsonb) END,
                         proved_at = CASE WHEN proof IS NOT NULL AND status IN ('proved', 'published')
                                          THEN proved_at ELSE now() END,
-                        status = CASE WHEN status = 'published' THEN 'published' ELSE 'proved' END,
+                        status = CASE WHEN status IN ('published', 'cancelled') THEN status
+                                      ELSE 'proved' END,
                         proofs_computed = proofs_computed + 1, lease_until = NULL,
                         updated_at = now()
-                     WHERE job_id = $1 RETURNING proof",
+                     WHERE job_id = $1 RETURNING proof, status = 'cancelled'",
                     &[&job_id, &proof, &timings_json],
                 )
                 .await?
                 .context("the job's ledger row is gone")?;
-            Ok(row.get::<_, Vec<u8>>(0))
+            Ok(RecordedProof {
+                proof: row.get(0),
+                cancelled: row.get(1),
+            })
         })
         .await
         .with_context(|| format!("ledger: recording the proof of {job_id}"))
@@ -457,6 +482,7 @@ impl Ledger {
             let proof: Option<Vec<u8>> = r.get(2);
             let state = match (status.as_str(), proof) {
                 ("proved" | "published", Some(proof)) => AnswerState::Proved(proof),
+                ("cancelled", _) => AnswerState::Cancelled,
                 ("failed", _) => AnswerState::Failed {
                     kind: r.get(3),
                     message: r.get(4),

@@ -34,6 +34,9 @@ pub enum ErrorKind {
     RetriesExhausted,
     /// A transient failure, retried through the delay queue.
     Transient,
+    /// The job was cancelled (`CancelProof` through a gateway) before a worker proved it, or
+    /// while one did: no proof is published for it.
+    Cancelled,
 }
 
 impl ErrorKind {
@@ -51,6 +54,7 @@ impl ErrorKind {
             ErrorKind::Unroutable => "unroutable",
             ErrorKind::RetriesExhausted => "retries_exhausted",
             ErrorKind::Transient => "transient",
+            ErrorKind::Cancelled => "cancelled",
         }
     }
 

@@ -10,7 +10,8 @@ pub struct Metrics {
     pub registry: Registry,
     /// Jobs by outcome: `proved`, `from_ledger`, `failed`, `retried`, `dead_lettered`,
     /// `deferred` (another worker holds the job's lease), `handed_back` (this worker stopped
-    /// taking work), `rerouted` (fetched unsorted, sent to its size class's queue).
+    /// taking work), `rerouted` (fetched unsorted, sent to its size class's queue), `cancelled`
+    /// (cancelled through a gateway: not proved, or its proof not published).
     pub jobs: IntCounterVec,
     /// Per-partition stage latency (`synthesis`, `start`, `finish`) and per-job `verify`,
     /// `publish` and `total`.

@@ -58,6 +58,9 @@ pub(super) enum Outcome {
     /// A job of a size class this worker does not fetch (it came from the unsorted queue, or
     /// was routed to the wrong class): send it to its class's queue, without charging it.
     Reroute { class: SizeClass },
+    /// The job was cancelled: answer it so, without a proof, and do not dead-letter it (a
+    /// cancellation is the client's choice, not a failure to inspect).
+    Cancelled,
 }
 
 /// The configuration [`dispose`] reads.
@@ -145,6 +148,14 @@ pub(super) fn dispose(
         },
         Outcome::HandBack => Disposition::HandBack,
         Outcome::Reroute { class } => Disposition::Reroute { class },
+        Outcome::Cancelled => {
+            let mut result = result(facts, policy.worker, Status::Failed, facts.retries);
+            result.error = Some(ErrorInfo {
+                kind: ErrorKind::Cancelled,
+                message: "cancelled before its proof was published".into(),
+            });
+            Disposition::Publish { result }
+        }
         Outcome::Poison => Disposition::DeadLetter(DeadLettering {
             reason: headers::POISON_REASON,
             error: JobError::new(
@@ -312,6 +323,17 @@ mod tests {
         };
         assert!(result.from_ledger);
         assert_eq!((result.attempts, result.timings.len()), (3, 0));
+    }
+
+    #[test]
+    fn a_cancelled_job_is_answered_cancelled_without_a_proof_and_not_dead_lettered() {
+        let Disposition::Publish { result } = dispose_(Outcome::Cancelled, &facts(1)) else {
+            panic!("not published")
+        };
+        assert_eq!(result.status, Status::Failed);
+        assert_eq!(result.proof, None);
+        assert_eq!(result.error.map(|e| e.kind), Some(ErrorKind::Cancelled));
+        assert_eq!((result.job_id.as_str(), result.attempts), ("job-1", 1));
     }
 
     #[test]

@@ -71,9 +71,10 @@ impl Fleet {
 /// as they were: the worker's own work does not depend on them.
 async fn announce(worker: &Worker) {
     let classes = worker.class_keys();
+    let resident = worker.resident_circuits();
     if let Err(e) = worker
         .ledger
-        .announce(&worker.holder, &classes, &worker.backend_name)
+        .announce(&worker.holder, &classes, &worker.backend_name, &resident)
         .await
     {
         tracing::warn!(

@@ -249,6 +249,11 @@ impl Worker {
                     "job is being proved by another worker (its lease is live): not proving it here");
                 return Outcome::Busy { holder: worker };
             }
+            Claim::Cancelled => {
+                tracing::info!(job_id = %job.job_id, "cancelled: not proving it");
+                self.metrics.jobs.with_label_values(&["cancelled"]).inc();
+                return Outcome::Cancelled;
+            }
             Claim::Prove { attempts } => attempts,
         };
         tracing::info!(job_id = %job.job_id, kind = job.kind.as_str(), miner = job.miner_id,
@@ -374,6 +379,13 @@ impl Worker {
         self.metrics.jobs.with_label_values(&["proved"]).inc();
         tracing::info!(job_id = %job.job_id, partitions = proved.timings.len(),
             verify_ms = proved.verify_ms, "proof verified and recorded");
+        if recorded.cancelled {
+            tracing::info!(job_id = %job.job_id,
+                "the job was cancelled while it was proved: its proof is not published");
+            self.metrics.jobs.with_label_values(&["cancelled"]).inc();
+            return Outcome::Cancelled;
+        }
+        let recorded = recorded.proof;
         if recorded != proved.proof {
             // Only after a lapsed lease (see `lease`): publish what the ledger holds, so that
             // every result of this job carries the same bytes.

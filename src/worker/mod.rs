@@ -292,13 +292,13 @@ impl Worker {
         }
     }
 
-    /// One job from the first queue that has one: the classes this worker serves, largest
-    /// first, then the unsorted queue. `None` when all are empty.
+    /// One job from the first queue that has one: the urgent queues of the classes this
+    /// worker serves, then their other queues (largest class first), then the unsorted queue.
+    /// `None` when all are empty.
     async fn fetch_one(&self, broker: &Broker) -> Result<Option<Delivery>> {
-        let queues = self
-            .classes
-            .iter()
-            .map(|&c| broker.names.class_queue(c))
+        let urgent = self.classes.iter().map(|&c| broker.names.urgent_queue(c));
+        let queues = urgent
+            .chain(self.classes.iter().map(|&c| broker.names.class_queue(c)))
             .chain([broker.names.jobs_queue()]);
         for queue in queues {
             let got = broker
@@ -368,6 +368,23 @@ impl Worker {
         } else {
             e.srs_bytes
         }
+    }
+
+    /// The circuits whose parameters this worker holds loaded, by the id the fleet reports
+    /// them under: the size class key of a PoRep sector size (`porep-32g`), else the gate's key.
+    fn resident_circuits(&self) -> Vec<String> {
+        let resident = self.resident.lock().unwrap_or_else(|p| p.into_inner());
+        let mut ids: Vec<String> = resident
+            .keys()
+            .map(|key| {
+                key.strip_prefix("porep-")
+                    .and_then(|size| size.parse().ok())
+                    .map(|sector_size| SizeClass::Porep { sector_size }.key())
+                    .unwrap_or_else(|| key.clone())
+            })
+            .collect();
+        ids.sort();
+        ids
     }
 
     /// Keep the SRS part of a finished job's reservation while the SRS stays loaded.

@@ -1,0 +1,476 @@
+//! `c2q gateway`'s gRPC door, driven by a client generated from `proto/cuzk/v1/proving.proto`
+//! in another language (Python, grpcio-tools: `tests/curio_client.py`), against a real worker,
+//! RabbitMQ and PostgreSQL:
+//!
+//! - every bad input is refused with its status code, and nothing of it is enqueued;
+//! - a job submitted while no worker runs is cancelled: the worker that starts later does not
+//!   prove it, the ledger and `c2q status` say cancelled;
+//! - a job is submitted, the gateway killed while a client awaits it and started again, and
+//!   the job is proved all the same and answered to `AwaitProof`;
+//! - a `HIGH` job submitted after a `NORMAL` one is proved first;
+//! - `Prove` proves a sector in one call, as Curio calls it (the cancelled job, asked for
+//!   again), and answers a proved one from the ledger;
+//! - `GetStatus`, `GetMetrics` and `PreloadSRS` answer for the fleet;
+//! - the door speaks TLS with the configured certificate.
+
+mod common;
+mod queue_support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use base64::Engine;
+use filecoin_proofs_api::RegisteredSealProof;
+use queue_support::*;
+use serde_json::Value;
+
+const T: Duration = Duration::from_secs(300);
+const TOKEN: &str = "grpc-test-token";
+const MINER: u64 = 1000;
+
+/// Run one step of the Python client; its JSON report.
+fn client(step: &str, addr: &str, args: &[&str]) -> Value {
+    let out = client_command(step, addr, args)
+        .output()
+        .expect("run python3 tests/curio_client.py");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "client step {step} failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{step}: {e}: {stdout}"))
+}
+
+fn client_command(step: &str, addr: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new("python3");
+    cmd.arg(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/curio_client.py"
+    ))
+    .args([step, "--addr", addr, "--token", TOKEN])
+    .args(args);
+    cmd
+}
+
+/// A sealed 2 KiB sector and its C1 in a file.
+struct Sector {
+    number: u64,
+    sealed: c2q::porep::testdata::Sealed,
+    c1: PathBuf,
+}
+
+fn sector(dir: &Path, number: u64) -> Sector {
+    let sealed = common::seal(RegisteredSealProof::StackedDrg2KiBV1_1, MINER, number, 31);
+    let c1 = dir.join(format!("c1-{number}.json"));
+    std::fs::write(&c1, sealed.c1_json().unwrap()).unwrap();
+    Sector { number, sealed, c1 }
+}
+
+fn proof_of(report: &Value) -> Vec<u8> {
+    base64::engine::general_purpose::STANDARD
+        .decode(report["proof"].as_str().unwrap())
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn curio_proving_engine_calls_reach_the_fleet() {
+    common::ensure_2kib_params();
+    let env = Env::new("gwcurio");
+    let dir = env.dir.path();
+    let (a, b, c) = (sector(dir, 41), sector(dir, 42), sector(dir, 43));
+    let mut tampered: Value = serde_json::from_slice(&a.sealed.c1_json().unwrap()).unwrap();
+    let seed = tampered["seed"][0].as_u64().unwrap();
+    tampered["seed"][0] = ((seed + 1) % 256).into();
+    let tampered_path = dir.join("tampered.json");
+    std::fs::write(&tampered_path, serde_json::to_vec(&tampered).unwrap()).unwrap();
+
+    let mut cfg = env.config.clone();
+    cfg.gateway.http_listen = "127.0.0.1:0".into();
+    cfg.gateway.grpc_listen = "127.0.0.1:0".into();
+    cfg.gateway.max_body_bytes = 8 << 20;
+    let gw = env.spawn_gateway("gw", &cfg, Some(TOKEN));
+    let addr = gw.logged_addr("gateway grpc listening").await;
+    let sector_args = |s: &Sector| {
+        vec![
+            "--c1".to_string(),
+            s.c1.display().to_string(),
+            "--sector".to_string(),
+            s.number.to_string(),
+        ]
+    };
+    let with = |s: &Sector, extra: &[&str]| {
+        let mut v = sector_args(s);
+        v.extend(extra.iter().map(|x| x.to_string()));
+        v
+    };
+    let run = |step: &str, args: Vec<String>| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        client(step, &addr, &args)
+    };
+
+    // Refused, each with its code, before anything reaches the queue.
+    let tampered_arg = tampered_path.display().to_string();
+    let seen = run("refusals", with(&a, &["--tampered", &tampered_arg]));
+    let expect = [
+        ("no_token", "UNAUTHENTICATED"),
+        ("wrong_token", "UNAUTHENTICATED"),
+        ("snap", "UNIMPLEMENTED"),
+        ("winning", "UNIMPLEMENTED"),
+        ("unset_kind", "INVALID_ARGUMENT"),
+        ("wrong_proof", "INVALID_ARGUMENT"),
+        ("wrong_size", "INVALID_ARGUMENT"),
+        ("not_json", "INVALID_ARGUMENT"),
+        ("other_sector", "INVALID_ARGUMENT"),
+        ("tampered", "INVALID_ARGUMENT"),
+        ("bad_request_id", "INVALID_ARGUMENT"),
+        ("too_large", "OUT_OF_RANGE"),
+        ("await_unknown", "NOT_FOUND"),
+        ("cancel_unknown", "NOT_FOUND"),
+        ("evict", "FAILED_PRECONDITION"),
+        ("preload_unknown_circuit", "INVALID_ARGUMENT"),
+    ];
+    for (what, code) in expect {
+        assert_eq!(seen[what], code, "{what}: {seen}");
+    }
+    assert!(
+        seen["snap_detail"]
+            .as_str()
+            .unwrap()
+            .contains("POREP_SEAL_COMMIT"),
+        "{seen}"
+    );
+    assert!(
+        seen["wrong_proof_detail"]
+            .as_str()
+            .unwrap()
+            .contains("registered_proof says StackedDrg32GiBV1_1"),
+        "{seen}"
+    );
+    let broker = env.broker().await;
+    let class_queue = format!("{}.jobs.porep-2k", env.prefix);
+    let urgent_queue = format!("{class_queue}.urgent");
+    assert_eq!(
+        depth(&broker, &class_queue).await,
+        0,
+        "a refusal was enqueued"
+    );
+
+    // No worker yet. Job B is submitted and cancelled; its id cannot be reused for another
+    // payload.
+    let report = run(
+        "submit-cancel",
+        with(
+            &b,
+            &[
+                "--request-id",
+                "curio-b",
+                "--other-c1",
+                &a.c1.display().to_string(),
+                "--other-sector",
+                &a.number.to_string(),
+            ],
+        ),
+    );
+    assert_eq!(report["job_id"], "curio-b", "{report}");
+    assert_eq!(report["reused_id"], "ALREADY_EXISTS", "{report}");
+    assert_eq!(
+        report["status_before_cancel"]["queues"]["porep-2k"][0], 1,
+        "GetStatus counts the queued job: {report}"
+    );
+    assert_eq!(report["was_running"], false, "{report}");
+    assert_eq!(report["await"], "CANCELLED", "{report}");
+
+    // Job A (NORMAL) and then job C (HIGH) are submitted; awaited briefly, they time out.
+    let report = run("submit", with(&a, &["--request-id", "curio-a"]));
+    assert_eq!(report["await"], "TIMEOUT", "{report}");
+    let report = run(
+        "submit",
+        with(&c, &["--request-id", "curio-c", "--priority", "HIGH"]),
+    );
+    assert_eq!(report["await"], "TIMEOUT", "{report}");
+    assert_eq!(depth(&broker, &class_queue).await, 2, "B and A wait");
+    assert_eq!(depth(&broker, &urgent_queue).await, 1, "C waits apart");
+
+    // A client awaits A with no timeout; the gateway is killed under it and started again.
+    let args = sector_args(&a);
+    let waiting = client_command(
+        "await",
+        &addr,
+        &[&args[0], &args[1], "--request-id", "curio-a"],
+    )
+    .stdout(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    gw.signal(libc::SIGKILL);
+    let cut = waiting.wait_with_output().unwrap();
+    let cut: Value = serde_json::from_slice(&cut.stdout).unwrap();
+    assert_eq!(cut["code"], "UNAVAILABLE", "{cut}");
+    drop(gw);
+    let gw = env.spawn_gateway("gw2", &cfg, Some(TOKEN));
+    let addr = gw.logged_addr("gateway grpc listening").await;
+    let run = |step: &str, args: Vec<String>| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        client(step, &addr, &args)
+    };
+
+    // A worker starts: it takes C (urgent) first, passes over the cancelled B, proves A.
+    let worker = env.spawn_worker("w");
+    let report = run("await", with(&a, &["--request-id", "curio-a"]));
+    assert_eq!(report["status"], "COMPLETED", "{report}");
+    assert!(
+        common::verify_seal(&a.sealed, &proof_of(&report)),
+        "A's proof does not verify"
+    );
+    let report = run("await", with(&c, &["--request-id", "curio-c"]));
+    assert_eq!(report["status"], "COMPLETED", "{report}");
+    assert!(
+        common::verify_seal(&c.sealed, &proof_of(&report)),
+        "C's proof does not verify"
+    );
+    worker.wait_log("cancelled: not proving it", T).await;
+    let log = worker.log();
+    let proving: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("\"proving\""))
+        .filter_map(|l| l.split("\"job_id\":\"").nth(1)?.split('"').next())
+        .collect();
+    assert_eq!(
+        proving,
+        ["curio-c", "curio-a"],
+        "the urgent job first, B not at all"
+    );
+    let ledger = env.ledger().await;
+    let row = ledger.get("curio-b").await.unwrap().unwrap();
+    assert_eq!((row.status.as_str(), row.proofs_computed), ("cancelled", 0));
+
+    // `c2q status` shows the cancellation.
+    let status = Command::new(env!("CARGO_BIN_EXE_c2q"))
+        .args(["status", "--config"])
+        .arg(env.write_config("status", &env.config))
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(status.contains("cancelled"), "{status}");
+
+    // Prove in one call, as Curio does: the cancelled B, asked for again, is proved; A again
+    // is answered from the ledger.
+    let report = run("prove", with(&b, &["--request-id", "curio-b"]));
+    assert_eq!(report["status"], "COMPLETED", "{report}");
+    assert!(
+        common::verify_seal(&b.sealed, &proof_of(&report)),
+        "B's proof does not verify"
+    );
+    let report = run("prove", with(&a, &["--request-id", "curio-a"]));
+    assert_eq!(report["status"], "COMPLETED", "{report}");
+    assert_eq!(
+        ledger
+            .get("curio-a")
+            .await
+            .unwrap()
+            .unwrap()
+            .proofs_computed,
+        1
+    );
+
+    // The fleet as GetStatus sees it, within the worker's announcement period.
+    let mut status = Value::Null;
+    for _ in 0..30 {
+        status = run("status", vec![]);
+        if status["loaded_srs"] == serde_json::json!(["porep-2k"]) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    assert_eq!(
+        status["loaded_srs"],
+        serde_json::json!(["porep-2k"]),
+        "{status}"
+    );
+    assert_eq!(
+        status["preload"],
+        serde_json::json!(["OK", true]),
+        "{status}"
+    );
+    assert!(status["completed"].as_u64().unwrap() >= 3, "{status}");
+    assert_eq!(status["metrics_has_grpc"], true, "{status}");
+    drop(worker);
+    drop(gw);
+    env.cleanup().await;
+}
+
+/// Curio's client sends no token: `grpc_allow_no_token` takes its calls, on a loopback address
+/// only.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tokenless_grpc_door_listens_on_loopback_only() {
+    let env = Env::new("gwnotoken");
+    let mut cfg = env.config.clone();
+    cfg.gateway.http_listen = String::new();
+    cfg.gateway.grpc_listen = "0.0.0.0:0".into();
+    cfg.gateway.grpc_allow_no_token = true;
+    let mut exposed = env.spawn_gateway("exposed", &cfg, Some(TOKEN));
+    assert_ne!(exposed.wait_exit(T).await, Some(0));
+    assert!(
+        exposed.log().contains("loopback address only"),
+        "{}",
+        exposed.log()
+    );
+
+    cfg.gateway.grpc_listen = "127.0.0.1:0".into();
+    let gw = env.spawn_gateway("gw", &cfg, Some(TOKEN));
+    let addr = gw.logged_addr("gateway grpc listening").await;
+    let out = Command::new("python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/curio_client.py"
+        ))
+        .args(["status", "--addr", &addr])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drop(gw);
+    env.cleanup().await;
+}
+
+/// A certificate for 127.0.0.1, self-signed: `(cert, key)`.
+fn self_signed(dir: &Path) -> (PathBuf, PathBuf) {
+    let out = Command::new("openssl")
+        .current_dir(dir)
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-keyout",
+            "gw.key",
+            "-out",
+            "gw.pem",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ])
+        .output()
+        .expect("run openssl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (dir.join("gw.pem"), dir.join("gw.key"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_grpc_door_speaks_tls_with_its_certificate() {
+    let env = Env::new("gwgrpctls");
+    let (cert, key) = self_signed(env.dir.path());
+    let mut cfg = env.config.clone();
+    cfg.gateway.http_listen = String::new();
+    cfg.gateway.grpc_listen = "127.0.0.1:0".into();
+    cfg.gateway.tls_cert = Some(cert.clone());
+    cfg.gateway.tls_key = Some(key);
+    let gw = env.spawn_gateway("gw", &cfg, Some(TOKEN));
+    let addr = gw.logged_addr("gateway grpc listening").await;
+    let port = addr.rsplit(':').next().unwrap();
+    let addr = format!("127.0.0.1:{port}");
+    let ca = cert.display().to_string();
+
+    let status = client("status", &addr, &["--ca", &ca]);
+    assert_eq!(status["completed"], 0, "{status}");
+    // Plain text to a TLS door gets nothing.
+    let out = client_command("status", &addr, &[]).output().unwrap();
+    assert!(!out.status.success());
+    drop(gw);
+    env.cleanup().await;
+}
+
+/// What the gateway's calls do in the ledger, one state at a time: a queued job cancelled
+/// before any claim, submitted again and claimed, cancelled while it is proved (its lease still
+/// renewed, its proof kept and answered as cancelled), submitted again and answered with that
+/// proof.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_ledger_cancels_queued_and_running_jobs_and_revives_them_when_submitted_again() {
+    use c2q::ledger::{AnswerState, Cancellation, Claim, Holder, JobIdentity, Registration};
+
+    let env = Env::new("gwledger");
+    let ledger = env.ledger().await;
+    let id = |digest: u8| JobIdentity {
+        job_id: "q-1".into(),
+        kind: "porep-c2".into(),
+        registered_proof: "StackedDrg2KiBV1_1".into(),
+        miner_id: MINER,
+        sector_number: 1,
+        digest: [digest; 32],
+    };
+    let holder = Holder {
+        worker: "w".into(),
+        token: "w-token".into(),
+        lease: Duration::from_secs(60),
+    };
+    let state = |r: Registration| match r {
+        Registration::Known(answer) => answer.state,
+        other => panic!("{other:?}"),
+    };
+
+    assert_eq!(ledger.register(&id(1)).await.unwrap(), Registration::New);
+    assert_eq!(
+        ledger.register(&id(2)).await.unwrap(),
+        Registration::Mismatch
+    );
+    assert_eq!(
+        ledger.cancel("q-1").await.unwrap(),
+        Cancellation::Cancelled { was_running: false }
+    );
+    assert_eq!(
+        ledger.cancel("q-1").await.unwrap(),
+        Cancellation::AlreadyCancelled
+    );
+    assert_eq!(
+        ledger.claim(&id(1), &holder).await.unwrap(),
+        Claim::Cancelled
+    );
+    let answer = ledger.answer("q-1").await.unwrap().unwrap();
+    assert_eq!(answer.state, AnswerState::Cancelled);
+
+    assert_eq!(
+        state(ledger.register(&id(1)).await.unwrap()),
+        AnswerState::Pending
+    );
+    assert_eq!(
+        ledger.claim(&id(1), &holder).await.unwrap(),
+        Claim::Prove { attempts: 1 }
+    );
+    assert_eq!(
+        ledger.cancel("q-1").await.unwrap(),
+        Cancellation::Cancelled { was_running: true }
+    );
+    assert!(ledger.renew_lease("q-1", &holder).await.unwrap());
+    let recorded = ledger.record_proof("q-1", b"proof", "[]").await.unwrap();
+    assert!(recorded.cancelled);
+    let answer = ledger.answer("q-1").await.unwrap().unwrap();
+    assert_eq!(answer.state, AnswerState::Cancelled);
+
+    assert_eq!(
+        state(ledger.register(&id(1)).await.unwrap()),
+        AnswerState::Proved(b"proof".to_vec())
+    );
+    assert_eq!(
+        ledger.cancel("q-1").await.unwrap(),
+        Cancellation::Ended {
+            status: "proved".into()
+        }
+    );
+    assert_eq!(ledger.cancel("never").await.unwrap(), Cancellation::Unknown);
+    let totals = ledger.totals().await.unwrap();
+    assert_eq!((totals.proved, totals.cancelled), (1, 0));
+    env.cleanup().await;
+}
