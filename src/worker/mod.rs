@@ -36,9 +36,9 @@ use tokio_util::task::TaskTracker;
 
 use crate::broker::Broker;
 use crate::classes::SizeClass;
-use crate::config::Config;
+use crate::config::{Config, OnUnhealthy};
 use crate::gate::{self, estimate, Gate, Reservation};
-use crate::gpu::{select_backends, BackendChoice};
+use crate::gpu::select_backends;
 use crate::ledger::{Holder, Ledger};
 use crate::pipeline::Pipeline;
 use crate::telemetry::{self, http::Health, Metrics};
@@ -99,7 +99,6 @@ pub async fn run_async(mut cfg: Config) -> Result<()> {
     cfg.lease.check()?;
     cfg.limits.check()?;
     crate::params::startup_check(&cfg.params.proofs, &crate::porep::params::params_dir())?;
-    let exit_when_unhealthy = cfg.pipeline.exit_when_unhealthy()?;
     let prefetch = cfg.pipeline.prefetch_jobs()?;
     let name = cfg.worker_name();
     let metrics = Arc::new(Metrics::new()?);
@@ -122,10 +121,8 @@ pub async fn run_async(mut cfg: Config) -> Result<()> {
     cfg.limits.max_sector_size = Some(sector_limit(&cfg, budget.jobs)?);
     let gate = Gate::new(budget.jobs);
     metrics.gate_budget_bytes.set(budget.jobs as i64);
-    let choice = <BackendChoice as clap::ValueEnum>::from_str(&cfg.pipeline.backend, true)
-        .map_err(|e| anyhow::anyhow!("pipeline.backend: {e} (auto, cpu or cuda)"))?;
     let backends: Vec<_> = select_backends(
-        choice,
+        cfg.pipeline.backend,
         &cfg.pipeline.devices,
         cfg.pipeline.gpu_memory_limit()?,
     )?
@@ -185,7 +182,8 @@ pub async fn run_async(mut cfg: Config) -> Result<()> {
     // No longer fetching: the fleet stops counting this worker for its classes.
     fleet.stop().await;
     let broken = worker.backend_health.is_broken();
-    if broken && !exit_when_unhealthy && !stop.is_cancelled() {
+    let stay = worker.cfg.pipeline.on_unhealthy == OnUnhealthy::Stay;
+    if broken && stay && !stop.is_cancelled() {
         tracing::error!(
             "not taking jobs: the proving backend is broken; staying up and not ready until \
              restarted (pipeline.on_unhealthy = \"stay\")"
