@@ -9,6 +9,40 @@
 //! ([`BackendChoice`]), `pipeline.on_unhealthy` ([`OnUnhealthy`]) and `telemetry.log_format`
 //! ([`LogFormat`]). Any other value stops the command before it does anything, naming the key
 //! and the values it takes.
+//!
+//! # Other environment variables
+//!
+//! Connections and credentials, kept out of the file:
+//!
+//! | Variable | What it does |
+//! |---|---|
+//! | `C2Q_CONFIG` | The configuration file, for every command that takes `--config`. |
+//! | `C2Q_AMQP_URL` | Replaces `broker.url` ([`BrokerConfig::effective_url`]). |
+//! | `C2Q_AMQP_PASSWORD`, `C2Q_AMQP_PASSWORD_FILE` | The broker password ([`BrokerConfig::password`]). |
+//! | `C2Q_PG_URL` | Replaces `ledger.url` (read by `ledger`). |
+//! | `C2Q_PG_PASSWORD`, `C2Q_PG_PASSWORD_FILE` | The database password (read by `ledger`). |
+//! | `C2Q_PG_SSLROOTCERT` | A PEM file of CA certificates the ledger's TLS trusts besides the system's (read by `ledger`). |
+//! | `C2Q_GATEWAY_TOKEN`, `C2Q_GATEWAY_TOKEN_FILE` | The gateway's bearer token (read by `gateway`; see [`GatewayConfig::token_file`]). |
+//!
+//! # Debugging overrides
+//!
+//! For diagnosing and tuning the GPU code; a production worker sets none of them. They are
+//! read where they act, in `gpu/`, which imports nothing of the crate but `gpu` and `groth16`
+//! (so not this module). Each takes effect when a GPU is opened (kernels are compiled then) or
+//! when an MSM runs.
+//!
+//! | Variable | What it does |
+//! |---|---|
+//! | `C2Q_KERNEL_CACHE` | Directory of compiled kernels (default `$XDG_CACHE_HOME/c2q/kernels`, else `~/.cache/c2q/kernels`). |
+//! | `C2Q_KERNELS_PORTABLE` | Any value: the kernels are built with `-DC2Q_PORTABLE`, plain C++ field arithmetic instead of the carry-chain assembly, to rule that out when a GPU disagrees with the CPU. |
+//! | `C2Q_KERNEL_DEFINES` | `-DNAME[=VALUE] …` passed to NVRTC: the kernels' tuning macros (`C2Q_ACCUMULATE_BLOCKS`, `C2Q_ACCUMULATE_BLOCKS_G2`, `C2Q_NTT_BLOCKS`, `C2Q_MUL_WIDE`, `C2Q_MSM_PREFETCH`; `kernels/README.md`), so one binary can time variants. The kernel cache keys on them. |
+//! | `C2Q_MSM_WINDOW` | The MSM window in bits (clamped to 3–22) instead of the one computed for the MSM's size. |
+//! | `C2Q_MSM_TRACE` | Any value: each MSM phase is synchronised and timed (so phases no longer overlap), and the totals are printed to stderr. |
+//! | `C2Q_WITNESS` | `native` or `gadgets`: the ignored timing test `witness_of_a_32gib_partition_timed` times only that way of computing the witness. |
+//!
+//! `C2Q_PORTABLE` and `C2Q_SHARED_PER_SM` are not environment variables: they are macros c2q
+//! defines for the kernels itself (the first when `C2Q_KERNELS_PORTABLE` is set, the second
+//! from the GPU's shared memory per SM).
 
 use std::path::{Path, PathBuf};
 
@@ -103,6 +137,20 @@ pub struct BrokerConfig {
     pub poll_interval_ms: u64,
     /// AMQP heartbeat in seconds.
     pub heartbeat_s: u16,
+}
+
+impl BrokerConfig {
+    /// The broker URL: `$C2Q_AMQP_URL` when set, else `broker.url`. A URL that holds
+    /// credentials can then stay out of the file.
+    pub fn effective_url(&self) -> String {
+        std::env::var("C2Q_AMQP_URL").unwrap_or_else(|_| self.url.clone())
+    }
+
+    /// The broker password: `$C2Q_AMQP_PASSWORD`, else the file named by
+    /// `$C2Q_AMQP_PASSWORD_FILE`, else the file named by `broker.password_file`.
+    pub fn password(&self) -> Result<Option<String>> {
+        secret("C2Q_AMQP_PASSWORD", self.password_file.as_deref())
+    }
 }
 
 impl Default for BrokerConfig {
