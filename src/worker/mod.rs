@@ -17,7 +17,7 @@ mod fault;
 mod fleet;
 mod handle;
 mod health;
-pub mod jobs;
+mod jobs;
 mod lease;
 mod settle;
 mod shutdown;
@@ -95,7 +95,7 @@ pub(crate) struct NotBegun {
     _permit: OwnedSemaphorePermit,
 }
 
-pub async fn run_async(mut cfg: Config) -> Result<()> {
+async fn run_async(mut cfg: Config) -> Result<()> {
     cfg.lease.check()?;
     cfg.limits.check()?;
     crate::params::startup_check(&cfg.params.proofs, &crate::porep::params::params_dir())?;
