@@ -9,7 +9,7 @@
 //!    fetched runs to its end (proved, published and acked; or failed, retried, handed back)
 //!    while no new one starts. Then the broker connection is closed.
 //! 3. **Done** ([`Shutdown::done`]): the telemetry endpoint stops, and the worker exits: 0, or
-//!    non-zero when its backend broke.
+//!    non-zero when its backend broke or the broker stayed unreachable.
 //!
 //! **Abort**: a second SIGINT (one after a stop was requested) exits at once with status 130
 //! (128 + SIGINT, what a shell reports for Ctrl-C). Nothing is drained: the broker delivers
