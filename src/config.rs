@@ -4,12 +4,52 @@
 //! back to a plain string). Credentials never live in the file or on the command line: the
 //! broker password comes from `C2Q_AMQP_PASSWORD` or the file named by `C2Q_AMQP_PASSWORD_FILE`
 //! (or `broker.password_file`), the database password likewise from `C2Q_PG_PASSWORD[_FILE]`.
+//!
+//! Choices are enums, checked when the configuration is loaded: `pipeline.backend`
+//! ([`BackendChoice`]), `pipeline.on_unhealthy` ([`OnUnhealthy`]) and `telemetry.log_format`
+//! ([`LogFormat`]). Any other value stops the command before it does anything, naming the key
+//! and the values it takes.
+//!
+//! # Other environment variables
+//!
+//! Connections and credentials, kept out of the file:
+//!
+//! | Variable | What it does |
+//! |---|---|
+//! | `C2Q_CONFIG` | The configuration file, for every command that takes `--config`. |
+//! | `C2Q_AMQP_URL` | Replaces `broker.url` ([`BrokerConfig::effective_url`]). |
+//! | `C2Q_AMQP_PASSWORD`, `C2Q_AMQP_PASSWORD_FILE` | The broker password ([`BrokerConfig::password`]). |
+//! | `C2Q_PG_URL` | Replaces `ledger.url` (read by `ledger`). |
+//! | `C2Q_PG_PASSWORD`, `C2Q_PG_PASSWORD_FILE` | The database password (read by `ledger`). |
+//! | `C2Q_PG_SSLROOTCERT` | A PEM file of CA certificates the ledger's TLS trusts besides the system's (read by `ledger`). |
+//! | `C2Q_GATEWAY_TOKEN`, `C2Q_GATEWAY_TOKEN_FILE` | The gateway's bearer token (read by `gateway`; see [`GatewayConfig::token_file`]). |
+//!
+//! # Debugging overrides
+//!
+//! For diagnosing and tuning the GPU code; a production worker sets none of them. They are
+//! read where they act, in `gpu/`, which imports nothing of the crate but `gpu` and `groth16`
+//! (so not this module). Each takes effect when a GPU is opened (kernels are compiled then) or
+//! when an MSM runs.
+//!
+//! | Variable | What it does |
+//! |---|---|
+//! | `C2Q_KERNEL_CACHE` | Directory of compiled kernels (default `$XDG_CACHE_HOME/c2q/kernels`, else `~/.cache/c2q/kernels`). |
+//! | `C2Q_KERNELS_PORTABLE` | Any value: the kernels are built with `-DC2Q_PORTABLE`, plain C++ field arithmetic instead of the carry-chain assembly, to rule that out when a GPU disagrees with the CPU. |
+//! | `C2Q_KERNEL_DEFINES` | `-DNAME[=VALUE] …` passed to NVRTC: the kernels' tuning macros (`C2Q_ACCUMULATE_BLOCKS`, `C2Q_ACCUMULATE_BLOCKS_G2`, `C2Q_NTT_BLOCKS`, `C2Q_MUL_WIDE`, `C2Q_MSM_PREFETCH`; `kernels/README.md`), so one binary can time variants. The kernel cache keys on them. |
+//! | `C2Q_MSM_WINDOW` | The MSM window in bits (clamped to 3–22) instead of the one computed for the MSM's size. |
+//! | `C2Q_MSM_TRACE` | Any value: each MSM phase is synchronised and timed (so phases no longer overlap), and the totals are printed to stderr. |
+//! | `C2Q_WITNESS` | `native` or `gadgets`: the ignored timing test `witness_of_a_32gib_partition_timed` times only that way of computing the witness. |
+//!
+//! `C2Q_PORTABLE` and `C2Q_SHARED_PER_SM` are not environment variables: they are macros c2q
+//! defines for the kernels itself (the first when `C2Q_KERNELS_PORTABLE` is set, the second
+//! from the GPU's shared memory per SM).
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::gpu::BackendChoice;
 use crate::schema::Limits;
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -110,6 +150,20 @@ pub struct BrokerConfig {
     pub heartbeat_s: u16,
 }
 
+impl BrokerConfig {
+    /// The broker URL: `$C2Q_AMQP_URL` when set, else `broker.url`. A URL that holds
+    /// credentials can then stay out of the file.
+    pub fn effective_url(&self) -> String {
+        std::env::var("C2Q_AMQP_URL").unwrap_or_else(|_| self.url.clone())
+    }
+
+    /// The broker password: `$C2Q_AMQP_PASSWORD`, else the file named by
+    /// `$C2Q_AMQP_PASSWORD_FILE`, else the file named by `broker.password_file`.
+    pub fn password(&self) -> Result<Option<String>> {
+        secret("C2Q_AMQP_PASSWORD", self.password_file.as_deref())
+    }
+}
+
 impl Default for BrokerConfig {
     fn default() -> Self {
         BrokerConfig {
@@ -133,6 +187,25 @@ pub struct LedgerConfig {
     /// Postgres schema holding the ledger tables (created if missing).
     pub schema: String,
     pub pool_size: usize,
+}
+
+impl LedgerConfig {
+    /// The connection string: `$C2Q_PG_URL` when set, else `ledger.url`.
+    pub fn effective_url(&self) -> String {
+        std::env::var("C2Q_PG_URL").unwrap_or_else(|_| self.url.clone())
+    }
+
+    /// The database password: `$C2Q_PG_PASSWORD`, else the file named by
+    /// `$C2Q_PG_PASSWORD_FILE`, else the file named by `ledger.password_file`.
+    pub fn password(&self) -> Result<Option<String>> {
+        secret("C2Q_PG_PASSWORD", self.password_file.as_deref())
+    }
+
+    /// A PEM file of CA certificates the ledger's TLS trusts besides the system's:
+    /// `$C2Q_PG_SSLROOTCERT`.
+    pub fn extra_root_certs(&self) -> Option<PathBuf> {
+        std::env::var_os("C2Q_PG_SSLROOTCERT").map(PathBuf::from)
+    }
 }
 
 impl Default for LedgerConfig {
@@ -183,23 +256,49 @@ pub struct TelemetryConfig {
     /// `/metrics`, `/healthz`, `/readyz`; localhost unless configured otherwise. Empty: off.
     pub listen: String,
     /// `human` or `json`.
-    pub log_format: String,
+    pub log_format: LogFormat,
 }
 
 impl Default for TelemetryConfig {
     fn default() -> Self {
         TelemetryConfig {
             listen: "127.0.0.1:9464".into(),
-            log_format: "human".into(),
+            log_format: LogFormat::Human,
         }
     }
+}
+
+/// `telemetry.log_format`: how log lines are written to stderr.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFormat {
+    /// One readable line per event (coloured on a terminal).
+    #[default]
+    Human,
+    /// One JSON object per line, for log collectors.
+    Json,
+}
+
+/// `pipeline.on_unhealthy`: what a worker whose backend is broken does once it has handed its
+/// jobs back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnUnhealthy {
+    /// Exit non-zero, so that systemd (`Restart=on-failure`) starts it again with a fresh GPU
+    /// context.
+    #[default]
+    Exit,
+    /// Stay up and not ready (`/readyz` 503) until an operator restarts it.
+    Stay,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PipelineConfig {
-    /// `auto` (CUDA when a usable GPU is present, else CPU), `cpu` or `cuda`.
-    pub backend: String,
+    /// `auto` (CUDA when a usable GPU is present, else CPU), `cpu` or `cuda` (in any case, as
+    /// `--backend` takes them).
+    #[serde(with = "backend_choice")]
+    pub backend: BackendChoice,
     /// Which GPUs the CUDA backend proves on; each gets its own proving-start thread.
     pub devices: Vec<usize>,
     /// Device memory c2q may use on each GPU, in GiB (default: all of it), for a GPU shared
@@ -219,7 +318,7 @@ pub struct PipelineConfig {
     /// What a worker with a broken backend does once it has handed its jobs back: `exit`
     /// (non-zero, so systemd's `Restart=on-failure` starts it again with a fresh GPU context)
     /// or `stay` (up, `/readyz` 503, until an operator restarts it).
-    pub on_unhealthy: String,
+    pub on_unhealthy: OnUnhealthy,
     /// Jobs this worker holds fetched but not yet begun (handed to the pipeline), at most;
     /// default: the partitions the pipeline keeps in flight (`2 × GPUs + 1`). The memory gate
     /// alone would fetch every job its budget admits: dozens of small jobs could then wait
@@ -271,27 +370,18 @@ impl PipelineConfig {
             None => Ok(self.partitions_in_flight() as usize),
         }
     }
-
-    /// Whether a worker with a broken backend exits (after handing its jobs back).
-    pub fn exit_when_unhealthy(&self) -> Result<bool> {
-        match self.on_unhealthy.as_str() {
-            "exit" => Ok(true),
-            "stay" => Ok(false),
-            other => bail!("pipeline.on_unhealthy must be \"exit\" or \"stay\", not {other:?}"),
-        }
-    }
 }
 
 impl Default for PipelineConfig {
     fn default() -> Self {
         PipelineConfig {
-            backend: "auto".into(),
+            backend: BackendChoice::Auto,
             devices: vec![0],
             gpu_memory_gib: None,
             synthesis_threads: 2,
             finalizer_threads: 1,
             max_backend_failures: 3,
-            on_unhealthy: "exit".into(),
+            on_unhealthy: OnUnhealthy::Exit,
             prefetch: None,
             fault: None,
         }
@@ -353,10 +443,17 @@ impl Config {
             None => toml::Table::new(),
         };
         apply_env(&mut value, std::env::vars())?;
-        let config: Config = toml::Value::Table(value)
+        Config::from_table(value)
+    }
+
+    /// The configuration a file's table (with the environment applied) describes. Choices are
+    /// checked here, so that a bad value stops the command at once, naming the key and the
+    /// values it takes ("unknown variant \`gpu\`, expected one of \`auto\`, \`cpu\`,
+    /// \`cuda\` in \`pipeline.backend\`"), rather than when the value is first used.
+    fn from_table(table: toml::Table) -> Result<Config> {
+        toml::Value::Table(table)
             .try_into()
-            .context("invalid configuration")?;
-        Ok(config)
+            .context("invalid configuration")
     }
 
     pub fn worker_name(&self) -> String {
@@ -366,6 +463,30 @@ impl Config {
                 .unwrap_or_else(|_| "worker".into());
             format!("{host}:{}", std::process::id())
         })
+    }
+}
+
+/// `pipeline.backend` in the configuration: the names `--backend` takes, in any case (as it
+/// takes them), so a file or `C2Q__PIPELINE__BACKEND` means what the command-line flag means.
+mod backend_choice {
+    use clap::ValueEnum;
+    use serde::{de::Error as _, ser::Error as _, Deserialize, Deserializer, Serializer};
+
+    use crate::gpu::BackendChoice;
+
+    /// What the error for any other value lists.
+    pub(super) const NAMES: &[&str] = &["auto", "cpu", "cuda"];
+
+    pub fn serialize<S: Serializer>(choice: &BackendChoice, s: S) -> Result<S::Ok, S::Error> {
+        let value = choice
+            .to_possible_value()
+            .ok_or_else(|| S::Error::custom("a backend choice without a name"))?;
+        s.serialize_str(value.get_name())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<BackendChoice, D::Error> {
+        let text = String::deserialize(d)?;
+        BackendChoice::from_str(&text, true).map_err(|_| D::Error::unknown_variant(&text, NAMES))
     }
 }
 
@@ -478,6 +599,96 @@ mod tests {
         assert_eq!(set(1).prefetch_jobs().unwrap(), 1);
         let err = set(0).prefetch_jobs().unwrap_err().to_string();
         assert!(err.contains("pipeline.prefetch"), "{err}");
+    }
+
+    /// The error for a bad choice, as `c2q` prints it.
+    fn load_error(text: &str) -> String {
+        let table: toml::Table = text.parse().unwrap();
+        format!("{:#}", Config::from_table(table).unwrap_err())
+    }
+
+    #[test]
+    fn a_bad_choice_is_refused_at_load_naming_the_key_and_the_values() {
+        let err = load_error("[pipeline]\nbackend = \"gpu\"\n");
+        assert!(err.contains("pipeline.backend"), "{err}");
+        assert!(
+            err.contains("expected one of `auto`, `cpu`, `cuda`"),
+            "{err}"
+        );
+        assert!(err.contains("`gpu`"), "{err}");
+
+        let err = load_error("[pipeline]\non_unhealthy = \"restart\"\n");
+        assert!(err.contains("pipeline.on_unhealthy"), "{err}");
+        assert!(err.contains("expected `exit` or `stay`"), "{err}");
+
+        let err = load_error("[telemetry]\nlog_format = \"text\"\n");
+        assert!(err.contains("telemetry.log_format"), "{err}");
+        assert!(err.contains("expected `human` or `json`"), "{err}");
+    }
+
+    /// The table of no file with `vars` as the environment.
+    fn from_env(vars: &[(&str, &str)]) -> toml::Table {
+        let mut t = toml::Table::new();
+        let vars = vars.iter().map(|(k, v)| (k.to_string(), v.to_string()));
+        apply_env(&mut t, vars).unwrap();
+        t
+    }
+
+    #[test]
+    fn a_bad_choice_in_the_environment_is_refused_too() {
+        let t = from_env(&[("C2Q__PIPELINE__ON_UNHEALTHY", "Exit")]);
+        let err = format!("{:#}", Config::from_table(t).unwrap_err());
+        assert!(err.contains("pipeline.on_unhealthy"), "{err}");
+    }
+
+    #[test]
+    fn choices_are_spelled_as_before() {
+        let c = Config::default();
+        assert_eq!(c.pipeline.backend, BackendChoice::Auto);
+        assert_eq!(c.pipeline.on_unhealthy, OnUnhealthy::Exit);
+        assert_eq!(c.telemetry.log_format, LogFormat::Human);
+
+        let text = "[pipeline]\nbackend = \"cpu\"\non_unhealthy = \"stay\"\n\
+                    [telemetry]\nlog_format = \"json\"\n";
+        let c = Config::from_table(text.parse().unwrap()).unwrap();
+        assert_eq!(c.pipeline.backend, BackendChoice::Cpu);
+        assert_eq!(c.pipeline.on_unhealthy, OnUnhealthy::Stay);
+        assert_eq!(c.telemetry.log_format, LogFormat::Json);
+
+        // The backend takes `--backend`'s names in any case, as it always has; unquoted in
+        // the environment (not TOML, so read as a plain string).
+        let t = from_env(&[
+            ("C2Q__PIPELINE__BACKEND", "CUDA"),
+            ("C2Q__TELEMETRY__LOG_FORMAT", "json"),
+        ]);
+        let c = Config::from_table(t).unwrap();
+        assert_eq!(c.pipeline.backend, BackendChoice::Cuda);
+        assert_eq!(c.telemetry.log_format, LogFormat::Json);
+
+        // Written back as they are read.
+        let written = toml::to_string(&c).unwrap();
+        assert!(written.contains("backend = \"cuda\""), "{written}");
+        assert!(written.contains("log_format = \"json\""), "{written}");
+        assert!(written.contains("on_unhealthy = \"exit\""), "{written}");
+    }
+
+    #[test]
+    fn the_example_configuration_loads() {
+        let text = include_str!("../compose/worker.toml");
+        let c = Config::from_table(text.parse().unwrap()).unwrap();
+        assert_eq!(c.pipeline.on_unhealthy, OnUnhealthy::Exit);
+        assert_eq!(c.telemetry.log_format, LogFormat::Json);
+    }
+
+    #[test]
+    fn the_backend_names_are_the_command_line_names() {
+        use clap::ValueEnum;
+        let flags: Vec<String> = BackendChoice::value_variants()
+            .iter()
+            .filter_map(|c| c.to_possible_value())
+            .map(|v| v.get_name().to_string())
+            .collect();
+        assert_eq!(flags, backend_choice::NAMES);
     }
 
     #[test]

@@ -35,7 +35,7 @@ async fn a_broken_backend_stops_the_worker_and_its_jobs_go_to_a_healthy_one() {
     // threshold is handed back uncharged): within this budget no job may be dead-lettered.
     faulty.retry.max_retries = 5;
     let mut stay_cfg = faulty.clone();
-    stay_cfg.pipeline.on_unhealthy = "stay".into();
+    stay_cfg.pipeline.on_unhealthy = c2q::config::OnUnhealthy::Stay;
 
     // A broken worker that stays up.
     let mut stays = env.spawn_worker_with("broken-stays", &stay_cfg);

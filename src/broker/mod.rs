@@ -19,7 +19,7 @@ use lapin::uri::AMQPUri;
 use lapin::{Channel, Connection, ConnectionProperties};
 
 use crate::classes::SizeClass;
-use crate::config::{secret, BrokerConfig};
+use crate::config::BrokerConfig;
 pub use publish::{publish_confirmed, PublishError};
 pub use topology::Names;
 
@@ -180,11 +180,11 @@ pub fn settled(outcome: lapin::Result<bool>) -> Result<()> {
 
 /// The broker URL with credentials from the environment (never from the file or the CLI).
 fn uri(cfg: &BrokerConfig) -> Result<AMQPUri> {
-    let url = std::env::var("C2Q_AMQP_URL").unwrap_or_else(|_| cfg.url.clone());
+    let url = cfg.effective_url();
     let mut uri: AMQPUri = url
         .parse()
         .map_err(|e| anyhow!("invalid broker url {}: {e}", redact(&url)))?;
-    if let Some(password) = secret("C2Q_AMQP_PASSWORD", cfg.password_file.as_deref())? {
+    if let Some(password) = cfg.password()? {
         uri.authority.userinfo.username = cfg.username.clone();
         uri.authority.userinfo.password = password;
     }

@@ -38,10 +38,6 @@ impl Gate {
         })
     }
 
-    pub fn budget(&self) -> u64 {
-        self.budget
-    }
-
     pub fn used(&self) -> u64 {
         self.lock().reserved
     }

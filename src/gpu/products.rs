@@ -126,12 +126,6 @@ impl DeviceR1cs {
         Ok(DeviceWitness { input, aux })
     }
 
-    /// Bytes `witness` leaves on the device, and the most it holds meanwhile.
-    pub fn witness_bytes(&self, w: &PackedWitness) -> (usize, usize) {
-        let held = (self.inputs.max(1) + self.aux.max(1)) * FR_LIMBS * 4;
-        (held, held + witness::expand_scratch_bytes(&w.aux))
-    }
-
     /// The A and B queries' scalars, selected on the device from `w` (queued on the main lane).
     pub fn queries(&self, gpu: &Gpu, w: &DeviceWitness, input: &[Fr]) -> Result<DeviceQueries> {
         ensure!(
@@ -148,11 +142,6 @@ impl DeviceR1cs {
         gpu.upload(&b, 0, scalars_as_limbs(&b_inputs))?;
         self.b_aux_density.select(gpu, &w.aux, &b, b_inputs.len())?;
         Ok(DeviceQueries { a, b })
-    }
-
-    /// Device bytes of the two queries.
-    pub fn queries_bytes(&self) -> usize {
-        (self.a_query_len().max(1) + self.b_query_len().max(1)) * FR_LIMBS * 4
     }
 
     /// Queue matrix `which` (0 = A, 1 = B, 2 = C) times the witness (`aux` and `inputs`, device

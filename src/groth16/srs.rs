@@ -268,10 +268,4 @@ impl SrsCache {
         let srs = Arc::new(Srs::read(path)?);
         Ok(slot.get_or_init(|| srs).clone())
     }
-
-    /// Is this file already resident?
-    pub fn is_loaded(&self, path: &Path) -> bool {
-        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries.get(path).is_some_and(|s| s.get().is_some())
-    }
 }

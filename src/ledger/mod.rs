@@ -16,7 +16,7 @@ use anyhow::{Context, Result};
 use backon::{ExponentialBuilder, Retryable};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 
-use crate::config::{secret, LedgerConfig};
+use crate::config::LedgerConfig;
 pub use fleet::{SeenWorker, SEEN_RECENTLY};
 pub use submitted::{Cancellation, Registration, Totals};
 
@@ -27,8 +27,10 @@ fn manager_config() -> ManagerConfig {
 }
 
 /// The ledger's TLS: the system's root certificates, plus the PEM certificates in
-/// `C2Q_PG_SSLROOTCERT` when set (a private CA).
-fn tls_connector() -> Result<tokio_postgres_rustls::MakeRustlsConnect> {
+/// `extra_roots` (`C2Q_PG_SSLROOTCERT`, a private CA) when set.
+fn tls_connector(
+    extra_roots: Option<&std::path::Path>,
+) -> Result<tokio_postgres_rustls::MakeRustlsConnect> {
     use rustls::pki_types::{pem::PemObject, CertificateDer};
 
     let mut roots = rustls::RootCertStore::empty();
@@ -37,8 +39,7 @@ fn tls_connector() -> Result<tokio_postgres_rustls::MakeRustlsConnect> {
         // A system store with a certificate rustls cannot parse still serves the others.
         let _ = roots.add(cert);
     }
-    if let Some(path) = std::env::var_os("C2Q_PG_SSLROOTCERT") {
-        let path = std::path::Path::new(&path);
+    if let Some(path) = extra_roots {
         let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
             .and_then(|certs| certs.collect())
             .with_context(|| format!("C2Q_PG_SSLROOTCERT: reading {}", path.display()))?;
@@ -189,10 +190,10 @@ impl Ledger {
     /// Connect, create the schema and apply migrations.
     pub async fn connect(cfg: &LedgerConfig) -> Result<Ledger> {
         migrate::check_schema_name(&cfg.schema)?;
-        let url = std::env::var("C2Q_PG_URL").unwrap_or_else(|_| cfg.url.clone());
+        let url = cfg.effective_url();
         let mut pg =
             tokio_postgres::Config::from_str(&url).context("invalid ledger connection string")?;
-        if let Some(password) = secret("C2Q_PG_PASSWORD", cfg.password_file.as_deref())? {
+        if let Some(password) = cfg.password()? {
             pg.password(password);
         }
         pg.options(format!("-c search_path={}", cfg.schema));
@@ -201,7 +202,8 @@ impl Ledger {
         let manager = if pg.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
             // `sslmode=require`: TLS, with the server certificate verified against the system
             // roots plus the CA in `C2Q_PG_SSLROOTCERT`, if set.
-            Manager::from_config(pg, tls_connector()?, manager_config())
+            let extra_roots = cfg.extra_root_certs();
+            Manager::from_config(pg, tls_connector(extra_roots.as_deref())?, manager_config())
         } else {
             // `disable`, and `prefer` (the default) as a plain connection: an unverified
             // "opportunistic" TLS session would only add the appearance of security.

@@ -58,9 +58,10 @@ impl ErrorKind {
         }
     }
 
-    /// Permanent failures are dead-lettered at once; only `Transient` is retried.
+    /// Permanent failures are dead-lettered at once; only `Transient` and
+    /// `VerificationFailed` (a faulty machine may have made the proof) are retried.
     pub fn is_permanent(self) -> bool {
-        !matches!(self, ErrorKind::Transient)
+        !matches!(self, ErrorKind::Transient | ErrorKind::VerificationFailed)
     }
 }
 

@@ -130,8 +130,13 @@ pub(super) fn dispose(
                     error,
                 };
             }
+            // A proof that never verified keeps that name; other failures are the retries'.
+            let kind = match error.kind {
+                ErrorKind::VerificationFailed => ErrorKind::VerificationFailed,
+                _ => ErrorKind::RetriesExhausted,
+            };
             let exhausted = JobError::new(
-                ErrorKind::RetriesExhausted,
+                kind,
                 format!(
                     "{} retries failed; last error: {}",
                     facts.retries, error.message
@@ -323,6 +328,22 @@ mod tests {
         };
         assert!(result.from_ledger);
         assert_eq!((result.attempts, result.timings.len()), (3, 0));
+    }
+
+    #[test]
+    fn a_proof_that_does_not_verify_is_retried_and_dead_lettered_under_its_own_kind() {
+        let error = JobError::new(ErrorKind::VerificationFailed, "partition 3 did not verify");
+        let d = dispose_(Outcome::Failed(error.clone()), &facts(0));
+        assert!(matches!(d, Disposition::Retry { attempt: 1, .. }), "{d:?}");
+        let d = dead_lettering(dispose_(Outcome::Failed(error), &facts(RETRY.max_retries)));
+        assert_eq!(d.reason, "verification_failed");
+        assert_eq!(d.error.kind, ErrorKind::VerificationFailed);
+        assert!(d.record_failure);
+        let result = d.result.expect("a failed result");
+        assert_eq!(
+            result.error.map(|e| e.kind),
+            Some(ErrorKind::VerificationFailed)
+        );
     }
 
     #[test]

@@ -350,6 +350,8 @@ impl Worker {
                     // Synthesis of a PoRep partition fails on inputs that do not describe a
                     // sealed sector: permanent. Everything else may be the machine's fault.
                     (Stage::Synthesis, JobKind::PorepC2) => ErrorKind::MalformedC1,
+                    // Retried like a transient failure, under its own name.
+                    (Stage::Verify, _) => ErrorKind::VerificationFailed,
                     _ => ErrorKind::Transient,
                 };
                 return self

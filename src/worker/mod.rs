@@ -3,8 +3,9 @@
 //! ahead of what the pipeline has begun, prove them in the pipeline, publish the verified result with
 //! a broker confirm, and only then ack.
 //!
-//! Shutdown: SIGTERM (or a first SIGINT) stops fetching, lets in-flight jobs finish, publish
-//! and ack, and exits 0. A second SIGINT exits at once; the broker redelivers what was unacked.
+//! Shutdown (`shutdown`): SIGTERM (or a first SIGINT) stops fetching, lets in-flight jobs
+//! finish, publish and ack, and exits 0. A second SIGINT exits at once (130); the broker
+//! redelivers what was unacked.
 //!
 //! A worker whose proving backend is broken (`health`) stops fetching, hands its jobs back,
 //! and exits non-zero once they are settled (`pipeline.on_unhealthy = "exit"`, the default:
@@ -16,9 +17,10 @@ mod fault;
 mod fleet;
 mod handle;
 mod health;
-pub mod jobs;
+mod jobs;
 mod lease;
 mod settle;
+mod shutdown;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -29,19 +31,17 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context, Result};
 use lapin::message::Delivery;
 use lapin::options::BasicGetOptions;
-use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use crate::broker::Broker;
 use crate::classes::SizeClass;
-use crate::config::Config;
+use crate::config::{Config, OnUnhealthy};
 use crate::gate::{self, estimate, Gate, Reservation};
-use crate::gpu::{select_backends, BackendChoice};
+use crate::gpu::select_backends;
 use crate::ledger::{Holder, Ledger};
 use crate::pipeline::Pipeline;
 use crate::telemetry::{self, http::Health, Metrics};
+use shutdown::Shutdown;
 
 /// How long the worker keeps trying to reach a broker that went away before it gives up.
 const BROKER_PATIENCE: Duration = Duration::from_secs(300);
@@ -95,37 +95,34 @@ pub(crate) struct NotBegun {
     _permit: OwnedSemaphorePermit,
 }
 
-pub async fn run_async(mut cfg: Config) -> Result<()> {
+async fn run_async(mut cfg: Config) -> Result<()> {
     cfg.lease.check()?;
     cfg.limits.check()?;
     crate::params::startup_check(&cfg.params.proofs, &crate::porep::params::params_dir())?;
-    let exit_when_unhealthy = cfg.pipeline.exit_when_unhealthy()?;
     let prefetch = cfg.pipeline.prefetch_jobs()?;
     let name = cfg.worker_name();
     let metrics = Arc::new(Metrics::new()?);
     let health = Arc::new(Health::default());
-    let stop = CancellationToken::new();
-    let telemetry_stop = CancellationToken::new();
+    let backend_health = health::BackendHealth::new(cfg.pipeline.max_backend_failures);
+    let shutdown = Shutdown::new(health.clone(), backend_health.broken().clone());
     if !cfg.telemetry.listen.is_empty() {
         let addr = telemetry::http::serve(
             &cfg.telemetry.listen,
             metrics.clone(),
             health.clone(),
-            telemetry_stop.clone(),
+            shutdown.telemetry_stop(),
         )
         .await?;
         tracing::info!(%addr, "telemetry endpoint listening");
     }
-    spawn_signal_handler(stop.clone())?;
+    shutdown.on_signals()?;
 
     let budget = gate::detect_budget(&cfg.gate)?;
     cfg.limits.max_sector_size = Some(sector_limit(&cfg, budget.jobs)?);
     let gate = Gate::new(budget.jobs);
     metrics.gate_budget_bytes.set(budget.jobs as i64);
-    let choice = <BackendChoice as clap::ValueEnum>::from_str(&cfg.pipeline.backend, true)
-        .map_err(|e| anyhow::anyhow!("pipeline.backend: {e} (auto, cpu or cuda)"))?;
     let backends: Vec<_> = select_backends(
-        choice,
+        cfg.pipeline.backend,
         &cfg.pipeline.devices,
         cfg.pipeline.gpu_memory_limit()?,
     )?
@@ -167,7 +164,7 @@ pub async fn run_async(mut cfg: Config) -> Result<()> {
             lease: Duration::from_secs(cfg.lease.duration_s),
         },
         backend_name,
-        backend_health: health::BackendHealth::new(cfg.pipeline.max_backend_failures),
+        backend_health,
         not_begun: Arc::new(Semaphore::new(prefetch)),
         classes,
         cfg,
@@ -177,32 +174,26 @@ pub async fn run_async(mut cfg: Config) -> Result<()> {
         max_sector_size = worker.cfg.limits.sector_size_limit(),
         classes = %worker.class_keys().join(","),
         prefix = %worker.cfg.broker.prefix, "worker started");
-    spawn_ledger_probe(worker.clone(), stop.clone());
+    spawn_ledger_probe(worker.clone(), shutdown.clone());
     let fleet = fleet::spawn(worker.clone());
 
-    let tracker = TaskTracker::new();
-    let fetched = worker.fetch_loop(&tracker, &stop).await;
+    let fetched = worker.fetch_loop(&shutdown).await;
     // No longer fetching: the fleet stops counting this worker for its classes.
     fleet.stop().await;
     let broken = worker.backend_health.is_broken();
-    if broken && !exit_when_unhealthy && !stop.is_cancelled() {
+    let stay = worker.cfg.pipeline.on_unhealthy == OnUnhealthy::Stay;
+    if broken && stay && !shutdown.is_requested() {
         tracing::error!(
             "not taking jobs: the proving backend is broken; staying up and not ready until \
              restarted (pipeline.on_unhealthy = \"stay\")"
         );
-        stop.cancelled().await;
+        shutdown.requested().await;
     }
-    worker.health.draining.store(true, Ordering::Relaxed);
-    tracker.close();
-    tracing::info!(
-        in_flight = tracker.len(),
-        "draining: waiting for in-flight jobs"
-    );
-    tracker.wait().await;
+    shutdown.drain().await;
     if let Some(b) = worker.broker.lock().await.take() {
         b.close().await;
     }
-    telemetry_stop.cancel();
+    shutdown.done();
     tracing::info!("worker stopped");
     fetched?;
     if broken {
@@ -223,14 +214,10 @@ pub async fn run_async(mut cfg: Config) -> Result<()> {
 }
 
 impl Worker {
-    /// Reserve, fetch, hand off; until `stop`, or until the backend is judged broken.
-    async fn fetch_loop(
-        self: &Arc<Self>,
-        tracker: &TaskTracker,
-        stop: &CancellationToken,
-    ) -> Result<()> {
+    /// Reserve, fetch, hand off; until a stop is requested, or until the backend is judged
+    /// broken.
+    async fn fetch_loop(self: &Arc<Self>, shutdown: &Shutdown) -> Result<()> {
         let poll = Duration::from_millis(self.cfg.broker.poll_interval_ms.max(10));
-        let broken = self.backend_health.broken();
         loop {
             // Fetch only while fewer than `pipeline.prefetch` fetched jobs wait to begin: what
             // the pipeline cannot start soon is left in the queue for other workers.
@@ -240,33 +227,31 @@ impl Worker {
                         _permit: p.context("the prefetch semaphore is never closed")?,
                     }
                 }
-                _ = stop.cancelled() => return Ok(()),
-                _ = broken.cancelled() => return Ok(()),
+                _ = shutdown.fetching_stopped() => return Ok(()),
             };
             // Memory for the worst case of any job this worker fetches, whichever queue it
             // comes from: a worker busy with a large job takes no small one it would only
             // hold behind it, and a large job never waits for memory that small ones took.
             let reservation = tokio::select! {
                 r = self.gate.reserve(self.fetch_bytes()) => r,
-                _ = stop.cancelled() => return Ok(()),
-                _ = broken.cancelled() => return Ok(()),
+                _ = shutdown.fetching_stopped() => return Ok(()),
             };
             self.metrics
                 .gate_reserved_bytes
                 .set(self.gate.used() as i64);
-            if stop.is_cancelled() || broken.is_cancelled() {
+            if shutdown.is_fetching_stopped() {
                 return Ok(());
             }
             // A broker that went away is waited for with backoff (`BROKER_PATIENCE`); a SIGTERM
             // meanwhile must still stop the loop, or the drain would wait out that patience.
             let broker = tokio::select! {
                 b = self.broker() => b?,
-                _ = stop.cancelled() => return Ok(()),
+                _ = shutdown.requested() => return Ok(()),
             };
             match self.fetch_one(&broker).await {
                 Ok(Some(delivery)) => {
                     let worker = self.clone();
-                    tracker.spawn(async move {
+                    shutdown.track(async move {
                         worker
                             .handle(broker, delivery, reservation, not_begun)
                             .await
@@ -276,8 +261,7 @@ impl Worker {
                     drop(reservation);
                     tokio::select! {
                         _ = tokio::time::sleep(poll) => {}
-                        _ = stop.cancelled() => return Ok(()),
-                        _ = broken.cancelled() => return Ok(()),
+                        _ = shutdown.fetching_stopped() => return Ok(()),
                     }
                 }
                 Err(e) => {
@@ -425,34 +409,10 @@ fn sector_limit(cfg: &Config, job_budget: u64) -> Result<u64> {
     Ok(fits)
 }
 
-fn spawn_signal_handler(stop: CancellationToken) -> Result<()> {
-    let mut term = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
-    let mut int = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                _ = term.recv() => {
-                    tracing::info!("SIGTERM: draining (no new jobs; in-flight jobs finish)");
-                    stop.cancel();
-                }
-                _ = int.recv() => {
-                    if stop.is_cancelled() {
-                        tracing::warn!("second SIGINT: exiting now; unacked jobs will be redelivered");
-                        std::process::exit(130);
-                    }
-                    tracing::info!("SIGINT: draining; press Ctrl-C again to exit at once");
-                    stop.cancel();
-                }
-            }
-        }
-    });
-    Ok(())
-}
-
 /// Keep `/readyz` honest about the database.
-fn spawn_ledger_probe(worker: Arc<Worker>, stop: CancellationToken) {
+fn spawn_ledger_probe(worker: Arc<Worker>, shutdown: Shutdown) {
     tokio::spawn(async move {
-        while !stop.is_cancelled() {
+        while !shutdown.is_requested() {
             let up = worker.ledger.ping().await;
             worker.health.ledger_up.store(up, Ordering::Relaxed);
             if let Ok(status) = std::fs::read_to_string("/proc/self/status") {
@@ -462,7 +422,7 @@ fn spawn_ledger_probe(worker: Arc<Worker>, stop: CancellationToken) {
             }
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_secs(5)) => {}
-                _ = stop.cancelled() => {}
+                _ = shutdown.requested() => {}
             }
         }
     });

@@ -75,7 +75,7 @@ impl Env {
         config.retry.max_delay_ms = 1_000;
         config.retry.max_retries = 2;
         config.telemetry.listen = "127.0.0.1:0".into();
-        config.telemetry.log_format = "json".into();
+        config.telemetry.log_format = c2q::config::LogFormat::Json;
         // Short leases, so that a killed worker's job is taken over within seconds.
         config.lease.duration_s = 3;
         config.lease.renew_s = 1;
