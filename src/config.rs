@@ -19,10 +19,10 @@
 //! | `C2Q_CONFIG` | The configuration file, for every command that takes `--config`. |
 //! | `C2Q_AMQP_URL` | Replaces `broker.url` ([`BrokerConfig::effective_url`]). |
 //! | `C2Q_AMQP_PASSWORD`, `C2Q_AMQP_PASSWORD_FILE` | The broker password ([`BrokerConfig::password`]). |
-//! | `C2Q_PG_URL` | Replaces `ledger.url` (read by `ledger`). |
-//! | `C2Q_PG_PASSWORD`, `C2Q_PG_PASSWORD_FILE` | The database password (read by `ledger`). |
-//! | `C2Q_PG_SSLROOTCERT` | A PEM file of CA certificates the ledger's TLS trusts besides the system's (read by `ledger`). |
-//! | `C2Q_GATEWAY_TOKEN`, `C2Q_GATEWAY_TOKEN_FILE` | The gateway's bearer token (read by `gateway`; see [`GatewayConfig::token_file`]). |
+//! | `C2Q_PG_URL` | Replaces `ledger.url` ([`LedgerConfig::effective_url`]). |
+//! | `C2Q_PG_PASSWORD`, `C2Q_PG_PASSWORD_FILE` | The database password ([`LedgerConfig::password`]). |
+//! | `C2Q_PG_SSLROOTCERT` | A PEM file of CA certificates the ledger's TLS trusts besides the system's ([`LedgerConfig::extra_root_certs`]). |
+//! | `C2Q_GATEWAY_TOKEN`, `C2Q_GATEWAY_TOKEN_FILE` | The gateway's bearer token ([`GatewayConfig::token`]). |
 //!
 //! # Debugging overrides
 //!
@@ -101,6 +101,15 @@ pub struct GatewayConfig {
     /// Curio's host, with `grpc_listen` on a loopback address (the gateway refuses to start
     /// with it set on any other). The HTTP door still wants the token.
     pub grpc_allow_no_token: bool,
+}
+
+impl GatewayConfig {
+    /// The bearer token: `$C2Q_GATEWAY_TOKEN`, else the file named by
+    /// `$C2Q_GATEWAY_TOKEN_FILE`, else `gateway.token_file`; `None` when none is set or it is
+    /// empty.
+    pub fn token(&self) -> Result<Option<String>> {
+        Ok(secret("C2Q_GATEWAY_TOKEN", self.token_file.as_deref())?.filter(|t| !t.is_empty()))
+    }
 }
 
 impl Default for GatewayConfig {

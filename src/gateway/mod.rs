@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::broker::{publish_confirmed, topology, Broker};
 use crate::classes::SizeClass;
-use crate::config::{secret, Config, GatewayConfig};
+use crate::config::{Config, GatewayConfig};
 use crate::ledger::{Answer, AnswerState, JobIdentity, Ledger, Registration};
 use crate::schema::{self, DecodedJob, ErrorKind, JobV1};
 
@@ -164,8 +164,7 @@ enum Urgency {
 impl Gateway {
     async fn start(config: Config, stop: CancellationToken) -> Result<Gateway> {
         let cfg = config.gateway.clone();
-        let token =
-            secret("C2Q_GATEWAY_TOKEN", cfg.token_file.as_deref())?.filter(|t| !t.is_empty());
+        let token = cfg.token()?;
         for (key, addr) in [
             ("http_listen", &cfg.http_listen),
             ("grpc_listen", &cfg.grpc_listen),
