@@ -6,6 +6,8 @@
 //! A directory's `mod.rs` declares and wires its files together, so its own uses of them are
 //! not edges: the files may use it, and each other, in one direction only. Comments and
 //! `#[cfg(test)]` modules are not read: tests are in no binary and may use what they test.
+//!
+//! And the top-level graph is the one ARCHITECTURE.md draws in its `imports` block.
 
 mod source_scan;
 
@@ -136,15 +138,7 @@ fn add_edge(graph: &mut Graph, from: &str, to: &str, at: String) {
 /// The crate's import graphs: the top-level modules, and the files of each `FILE_LEVEL`
 /// directory (named `dir/file`, `dir/mod` for the directory's `mod.rs`).
 fn graphs(src: &Path) -> (Graph, Graph) {
-    let top_level: BTreeSet<String> = std::fs::read_dir(src)
-        .expect("read src")
-        .map(|e| e.expect("directory entry").path())
-        .filter_map(|p| {
-            let stem = p.file_stem()?.to_str()?.to_string();
-            (p.is_dir() || p.extension().is_some_and(|x| x == "rs")).then_some(stem)
-        })
-        .filter(|m| m != "lib" && m != "main")
-        .collect();
+    let top_level = top_level_modules(src);
     let mut top = Graph::new();
     let mut files = Graph::new();
     for file in rust_files(src) {
@@ -213,6 +207,58 @@ fn graphs(src: &Path) -> (Graph, Graph) {
         }
     }
     (top, files)
+}
+
+/// The crate's top-level modules (`lib.rs` and `main.rs` aside).
+fn top_level_modules(src: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(src)
+        .expect("read src")
+        .map(|e| e.expect("directory entry").path())
+        .filter_map(|p| {
+            let stem = p.file_stem()?.to_str()?.to_string();
+            (p.is_dir() || p.extension().is_some_and(|x| x == "rs")).then_some(stem)
+        })
+        .filter(|m| m != "lib" && m != "main")
+        .collect()
+}
+
+/// Which modules each module imports.
+type Imports = BTreeMap<String, BTreeSet<String>>;
+
+/// The `imports` block of ARCHITECTURE.md: `module → a, b` per line (`module → nothing`).
+fn drawn_imports(doc: &str) -> Imports {
+    let block = doc
+        .split("```imports\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("ARCHITECTURE.md has an ```imports block");
+    block
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let (from, to) = line
+                .split_once('→')
+                .unwrap_or_else(|| panic!("not `module → modules`: {line}"));
+            let to = match to.trim() {
+                "nothing" => BTreeSet::new(),
+                list => list.split(',').map(|m| m.trim().to_string()).collect(),
+            };
+            (from.trim().to_string(), to)
+        })
+        .collect()
+}
+
+fn draw(imports: &Imports) -> String {
+    imports
+        .iter()
+        .map(|(from, to)| {
+            let to = match to.is_empty() {
+                true => "nothing".to_string(),
+                false => to.iter().cloned().collect::<Vec<_>>().join(", "),
+            };
+            format!("{from} → {to}\n")
+        })
+        .collect()
 }
 
 /// The circles of `graph`, each as its nodes in order with the first repeated at the end, and
@@ -316,4 +362,32 @@ fn no_import_circles() {
         }
     }
     assert!(wrong.is_empty(), "import circles:\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn architecture_md_draws_the_import_graph_the_sources_have() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let src = root.join("src");
+    let (top, _) = graphs(&src);
+    let actual: Imports = top_level_modules(&src)
+        .into_iter()
+        .map(|m| {
+            let to = top.get(&m).map(|e| e.keys().cloned().collect());
+            (m, to.unwrap_or_default())
+        })
+        .collect();
+    let doc = std::fs::read_to_string(root.join("ARCHITECTURE.md")).expect("read ARCHITECTURE.md");
+    let drawn = drawn_imports(&doc);
+    assert!(
+        drawn == actual,
+        "ARCHITECTURE.md's imports block is not what the sources import; the sources say:\n{}",
+        draw(&actual)
+    );
+}
+
+#[test]
+fn the_imports_block_reads_as_drawn() {
+    let doc = "x\n```imports\na → b, c\nb → nothing\n```\n";
+    let drawn = drawn_imports(doc);
+    assert_eq!(draw(&drawn), "a → b, c\nb → nothing\n");
 }
