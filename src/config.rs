@@ -361,12 +361,10 @@ impl PipelineConfig {
         self.synthesis_threads.max(1)
     }
 
-    /// Full-size partitions (evaluations and witness) of one job the pipeline keeps alive at
-    /// once, what the memory gate reserves for: per GPU one in the products stage and one in
-    /// proving start, and one more for the witnesses waiting for the G2 finalizer. Witnesses
-    /// in synthesis are compact and covered by the estimate's margin.
+    /// Full-size partitions of one job the pipeline keeps alive with these devices, what the
+    /// memory gate reserves for (the pipeline's figure: [`crate::pipeline::partitions_in_flight`]).
     pub fn partitions_in_flight(&self) -> u64 {
-        (2 * self.devices.len().max(1) + 1) as u64
+        crate::pipeline::partitions_in_flight(self.devices.len())
     }
 
     /// `prefetch`, or its default: jobs fetched and not yet begun that the worker holds.

@@ -9,9 +9,9 @@
 //! - on the GPU, the host only ever holds the compact witness and its packed copy (~90 MB each
 //!   at 32 GiB): the expansion and the products happen in device memory.
 //!
-//! The pipeline keeps a bounded number of partitions alive (`PipelineConfig::
-//! partitions_in_flight`: per GPU one in the products stage and one in proving start, plus one
-//! for the finalizer's witnesses), so a job's reservation is the SRS (until it is resident)
+//! The pipeline keeps a bounded number of partitions alive (`pipeline::partitions_in_flight`:
+//! per GPU one in the products stage and one in proving start, plus one for the finalizer's
+//! witnesses), so a job's reservation is the SRS (until it is resident)
 //! plus that many partitions, shrinking once fewer than that remain. Which side makes the
 //! products is only known once the backend has taken a partition (it depends on the GPU's free
 //! memory beside the parameters), so a job first reserves the CPU figure and shrinks to the GPU

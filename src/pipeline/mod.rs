@@ -10,7 +10,7 @@
 //! variable); its full-size evaluations exist only from the products stage to the end of
 //! proving start. With several GPUs, each runs its own products and proving-start threads
 //! over the same queues. The bounded hand-offs are the back-pressure that keeps a known number
-//! of partitions alive (`PipelineConfig::partitions_in_flight`). None of this runs on the
+//! of partitions alive ([`partitions_in_flight`]). None of this runs on the
 //! async runtime: the broker's heartbeats, confirms and acks never wait for a proof.
 
 mod stages;
@@ -25,6 +25,19 @@ use tokio::sync::oneshot;
 use crate::groth16::Backend;
 use crate::job::ProofJob;
 use crate::schema::PartitionTiming;
+
+/// Full-size partitions kept alive by one backend: one in the products stage (handed straight
+/// to a proving-start thread: that channel holds none) and one in proving start.
+const FULL_SIZE_PER_BACKEND: u64 = 2;
+
+/// Full-size partitions (evaluations and witness) of a job that a pipeline with `backends`
+/// backends keeps alive at once, what the memory gate reserves for: [`FULL_SIZE_PER_BACKEND`]
+/// per backend, and one more for the witnesses waiting for the G2 finalizer. Witnesses in
+/// synthesis are compact and covered by the estimate's margin. The channel bounds in
+/// [`Pipeline::start`] are what make it true.
+pub fn partitions_in_flight(backends: usize) -> u64 {
+    FULL_SIZE_PER_BACKEND * backends.max(1) as u64 + 1
+}
 
 /// The stage a failure came from: the worker turns it into a failure class.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,7 +124,7 @@ impl Pipeline {
         let (to_products, products_rx) = bounded(synthesizers.max(1));
         // A products thread hands its evaluated partition straight to a proving-start thread:
         // per backend one partition's evaluations being made (or ready) and one being proved.
-        // This is what bounds a/b/c memory (`PipelineConfig::partitions_in_flight`).
+        // This is what bounds a/b/c memory ([`partitions_in_flight`]).
         let (to_start, start_rx) = bounded(0);
         // Witnesses waiting for the finalizer are smaller; let the backend run ahead a little.
         let (to_finish, finish_rx) = bounded(2);
