@@ -56,8 +56,17 @@ impl Connected<IncomingStream<'_, Incoming>> for Peer {
     }
 }
 
-/// The TLS settings of a certificate chain and key in PEM files.
-pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor> {
+/// The application protocol a door speaks over TLS, agreed in the handshake (ALPN).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Alpn {
+    /// HTTP/1.1 only: the lotus door (lotus's client speaks it).
+    Http1,
+    /// HTTP/2 only: the gRPC door (gRPC clients insist on `h2` being agreed).
+    H2,
+}
+
+/// The TLS settings of a certificate chain and key in PEM files, for a door speaking `alpn`.
+pub fn tls_acceptor(cert: &Path, key: &Path, alpn: Alpn) -> Result<TlsAcceptor> {
     use rustls::pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer};
 
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
@@ -81,9 +90,10 @@ pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor> {
         .with_no_client_auth()
         .with_single_cert(chain, key)
         .context("gateway.tls_cert and gateway.tls_key do not make a usable pair")?;
-    // gRPC clients insist on HTTP/2 being agreed in the handshake; HTTP/1.1 clients (lotus)
-    // pick the other.
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    config.alpn_protocols = match alpn {
+        Alpn::Http1 => vec![b"http/1.1".to_vec()],
+        Alpn::H2 => vec![b"h2".to_vec()],
+    };
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 

@@ -83,19 +83,23 @@ pub async fn serve(config: Config, stop: CancellationToken) -> Result<()> {
             "gateway: both gateway.http_listen and gateway.grpc_listen are empty: no door to open"
         );
     }
-    let tls = match (&cfg.tls_cert, &cfg.tls_key) {
-        (Some(cert), Some(key)) => Some(listener::tls_acceptor(cert, key)?),
-        (None, None) => None,
+    let tls = |alpn| match (&cfg.tls_cert, &cfg.tls_key) {
+        (Some(cert), Some(key)) => listener::tls_acceptor(cert, key, alpn).map(Some),
+        (None, None) => Ok(None),
         _ => bail!("gateway.tls_cert and gateway.tls_key go together: set both or neither"),
     };
     let mut doors = tokio::task::JoinSet::new();
     if !cfg.http_listen.is_empty() {
-        let incoming = listener::bind(&cfg.http_listen, tls.clone()).await?;
-        doors.spawn(http::serve(gateway.clone(), incoming, tls.is_some()));
+        let tls = tls(listener::Alpn::Http1)?;
+        let secure = tls.is_some();
+        let incoming = listener::bind(&cfg.http_listen, tls).await?;
+        doors.spawn(http::serve(gateway.clone(), incoming, secure));
     }
     if !cfg.grpc_listen.is_empty() {
-        let incoming = listener::bind(&cfg.grpc_listen, tls.clone()).await?;
-        doors.spawn(grpc::serve(gateway.clone(), incoming, tls.is_some()));
+        let tls = tls(listener::Alpn::H2)?;
+        let secure = tls.is_some();
+        let incoming = listener::bind(&cfg.grpc_listen, tls).await?;
+        doors.spawn(grpc::serve(gateway.clone(), incoming, secure));
     }
     // Either door failing stops the gateway: a half-open gateway would look healthy to one
     // pipeline and refuse the other.
