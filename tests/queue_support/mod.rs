@@ -51,6 +51,33 @@ pub fn one_job_at_a_time(config: &Config) -> Config {
 }
 
 impl Env {
+    /// Kill every process still running whose command line names this test's directory (its
+    /// workers and gateways: their config files live there).
+    fn stop_processes(&self) {
+        let dir = self.dir.path().to_string_lossy().into_owned();
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|p| p.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+                continue;
+            };
+            if String::from_utf8_lossy(&cmdline).contains(&dir) {
+                // SAFETY: kill(2) on a process this test started (its config is in our dir).
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                }
+            }
+        }
+    }
+
     pub fn new(tag: &str) -> Env {
         static N: AtomicU32 = AtomicU32::new(0);
         let nanos = SystemTime::now()
@@ -157,8 +184,11 @@ impl Env {
             .expect("connect to PostgreSQL on 127.0.0.1")
     }
 
-    /// Delete this test's queues, exchanges and schema.
+    /// Delete this test's queues, exchanges and schema. Its workers and gateways are stopped
+    /// first: a live worker whose queue is deleted reconnects and declares its topology again,
+    /// and quorum queues left behind by one test after another slow the broker down for all.
     pub async fn cleanup(&self) {
+        self.stop_processes();
         let b = self.broker().await;
         let n = &b.names;
         let gateway_results = format!("{}.gateway.results", self.prefix);
