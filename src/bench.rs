@@ -26,10 +26,11 @@ use tokio::sync::oneshot;
 
 use crate::config::PipelineConfig;
 use crate::gate::budget::Budget;
-use crate::gate::{estimate, Gate};
+use crate::gate::Gate;
 use crate::groth16::curve::BatchAffine;
-use crate::groth16::{Backend, CompactWitness, Proof, R1cs, Srs, VerifyingKey};
+use crate::groth16::{Backend, CompactWitness, Proof, R1cs, Srs, SrsKey, VerifyingKey};
 use crate::job::ProofJob;
+use crate::kinds;
 use crate::pipeline::{PartitionDone, Pipeline, Proved, Submission};
 use crate::porep::{self, C1Input, PorepJob};
 
@@ -233,7 +234,7 @@ pub fn run(bench: PipelineBench) -> Result<PipelineReport> {
         ..PipelineConfig::default()
     }
     .partitions_in_flight();
-    let est = estimate::porep(sector_size, partitions as u64, in_flight);
+    let est = kinds::porep_estimate(sector_size, partitions as u64, in_flight);
     let Some(_srs_reservation) = gate.try_reserve(est.srs_bytes) else {
         bail!(
             "the memory budget for jobs ({:.1} GB) cannot hold the parameters' estimate ({:.1} GB)",
@@ -550,7 +551,7 @@ pub fn shaped_srs(r1cs: &R1cs, id: &str) -> Result<Srs> {
     let g1_table = RandomPoints::<G1Projective>::new(&mut rng);
     let g2_table = RandomPoints::<G2Projective>::new(&mut rng);
     Ok(Srs {
-        id: id.to_string(),
+        key: SrsKey::new(id),
         vk,
         h: g1_table.points::<G1Affine>(domain - 1, 1),
         l: g1_table.points::<G1Affine>(r1cs.aux, 2),
@@ -620,7 +621,7 @@ mod tests {
     fn a_small_shape_runs_through_the_pipeline() {
         std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", "/var/tmp/c2q-test-params");
         // A budget that holds the parameters and one job: the second waits at the gate.
-        let one_job = estimate::porep(2048, 1, 3);
+        let one_job = kinds::porep_estimate(2048, 1, 3);
         let jobs_budget = one_job.srs_bytes + one_job.work(1);
         let bench = |jobs_budget: u64| PipelineBench {
             proof: RegisteredSealProof::StackedDrg2KiBV1_1,

@@ -14,7 +14,7 @@ use blstrs::Scalar as Fr;
 use ff::{Field, PrimeFieldBits};
 use rand::SeedableRng;
 
-use crate::groth16::{setup, CompactWitness, Proof, R1cs, Srs, WitnessBuilder};
+use crate::groth16::{setup, CompactWitness, Proof, R1cs, Srs, SrsKey, WitnessBuilder};
 use crate::job::ProofJob;
 
 /// Squarings in the chain.
@@ -101,6 +101,14 @@ impl Circuit<Fr> for CanaryCircuit {
     }
 }
 
+/// The name of the canary's circuit and of its parameters.
+const NAME: &str = "canary";
+
+/// The key of the canary's parameters.
+pub fn srs_key() -> SrsKey {
+    SrsKey::new(NAME)
+}
+
 /// The canary's parameters: generated once per process from a fixed seed.
 pub fn srs() -> Result<Arc<Srs>> {
     static SRS: OnceLock<Arc<Srs>> = OnceLock::new();
@@ -108,7 +116,7 @@ pub fn srs() -> Result<Arc<Srs>> {
         return Ok(srs.clone());
     }
     let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(0xc2a9);
-    let srs = setup::generate(CanaryCircuit { x: None }, &mut rng, "canary", &setup::Quiet)?;
+    let srs = setup::generate(CanaryCircuit { x: None }, &mut rng, NAME, &setup::Quiet)?;
     Ok(SRS.get_or_init(|| Arc::new(srs)).clone())
 }
 

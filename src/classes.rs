@@ -13,6 +13,7 @@ use std::fmt;
 use anyhow::{bail, Result};
 
 use crate::gate::estimate::{self, Estimate, SECTOR_SIZES};
+use crate::kinds;
 use crate::schema::{JobKind, JobV1, Limits};
 
 /// Partition counts the canary classes go up to, smallest first; the last is the canary's
@@ -91,8 +92,12 @@ impl SizeClass {
     /// partitions alive: what must be free before one is fetched.
     pub fn worst_case(&self, in_flight: u64) -> Estimate {
         match *self {
-            SizeClass::Canary { partitions } => estimate::canary(u64::from(partitions), in_flight),
-            SizeClass::Porep { sector_size } => estimate::porep(sector_size, in_flight, in_flight),
+            SizeClass::Canary { partitions } => {
+                kinds::canary_estimate(u64::from(partitions), in_flight)
+            }
+            SizeClass::Porep { sector_size } => {
+                kinds::porep_estimate(sector_size, in_flight, in_flight)
+            }
         }
     }
 

@@ -12,6 +12,7 @@ pub mod diagnostics;
 pub mod gpu;
 pub mod groth16;
 pub mod job;
+pub mod kinds;
 pub mod params;
 pub mod porep;
 pub mod prove;

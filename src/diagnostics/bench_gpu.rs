@@ -433,7 +433,7 @@ fn bench_partition_streamed(
         Ok(v)
     };
     let srs = Srs {
-        id: "bench streamed partition".into(),
+        key: "bench streamed partition".into(),
         vk: crate::canary::srs()?.vk.clone(),
         h: host_points(lens[0])?,
         l: host_points(lens[1])?,

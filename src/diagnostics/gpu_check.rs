@@ -27,7 +27,8 @@ use crate::gpu::limbs::{
 use crate::gpu::msm::{msm, msm_shared, msm_streamed, SharedSums};
 use crate::gpu::ntt::{omega, twiddle_bytes, upload_scalars, Ntt};
 use crate::groth16::{
-    self, ntt as cpu_ntt, Backend, CpuBackend, Density, Evaluations, Multiexps, Srs, Witness,
+    self, ntt as cpu_ntt, Backend, CpuBackend, Density, Evaluations, Multiexps, Srs, SrsKey,
+    Witness,
 };
 
 /// `c2q gpu-check`: compare the GPU with the CPU backend on fresh random inputs.
@@ -414,7 +415,7 @@ fn proving_start(backend: &CudaBackend, device: usize, rng: &mut ChaCha8Rng) -> 
     for (inputs, aux, constraints) in [(3usize, 1000usize, 1500usize), (5, 40_000, 70_000)] {
         let domain = constraints.next_power_of_two();
         let srs = Srs {
-            id: format!("gpu-check synthetic {constraints}"),
+            key: SrsKey::new(format!("gpu-check synthetic {constraints}")),
             vk: canary.vk.clone(),
             h: random_points(rng, domain - 1, true),
             l: random_points(rng, aux, true),

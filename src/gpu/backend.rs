@@ -23,7 +23,7 @@ use super::msm::{g2_scratch_bytes, msm, msm_shared, msm_streamed, scratch_bytes}
 use super::ntt::Ntt;
 use super::products::DeviceR1cs;
 use crate::groth16::{
-    Backend, CpuBackend, Density, Evaluations, Multiexps, PackedWitness, R1cs, Srs, Witness,
+    Backend, CpuBackend, Density, Evaluations, Multiexps, PackedWitness, R1cs, Srs, SrsKey, Witness,
 };
 
 /// Which backend proves: `auto` takes a usable GPU when there is one.
@@ -91,7 +91,8 @@ pub fn select_backends(
 /// One circuit's point sets on the device: the G1 sets, and the B query's G2 points when they
 /// fit too.
 struct Resident {
-    id: String,
+    /// Which parameters these are.
+    key: SrsKey,
     lens: [usize; 4],
     h: DevBuf<u32>,
     l: DevBuf<u32>,
@@ -251,17 +252,17 @@ impl CudaBackend {
         if let Some(i) = st
             .resident
             .iter()
-            .position(|r| r.id == srs.id && r.lens == lens)
+            .position(|r| r.key == srs.key && r.lens == lens)
         {
             st.resident[i].last_use = st.clock;
             return Ok(Some(i));
         }
-        // Same id, different shape: the file changed; the old copy is useless.
-        st.resident.retain(|r| r.id != srs.id);
+        // Same key, different shape: the file changed; the old copy is useless.
+        st.resident.retain(|r| r.key != srs.key);
         let need = lens.iter().sum::<usize>() * AFFINE_LIMBS * 4;
         let (_, total) = self.gpu.mem_info()?;
         if need + working > total {
-            tracing::info!(srs = %srs.id, need, total, "parameters larger than the GPU: streaming them");
+            tracing::info!(srs = %srs.key, need, total, "parameters larger than the GPU: streaming them");
             return Ok(None);
         }
         loop {
@@ -276,15 +277,15 @@ impl CudaBackend {
                 .min_by_key(|(_, r)| r.last_use)
                 .map(|(i, _)| i)
             else {
-                tracing::info!(srs = %srs.id, need, free, "not enough free device memory: streaming parameters");
+                tracing::info!(srs = %srs.key, need, free, "not enough free device memory: streaming parameters");
                 return Ok(None);
             };
             let r = st.resident.remove(victim);
-            tracing::info!(evicted = %r.id, bytes = r.bytes(), "evicting resident parameters");
+            tracing::info!(evicted = %r.key, bytes = r.bytes(), "evicting resident parameters");
         }
         let uploaded = (|| -> Result<Resident> {
             Ok(Resident {
-                id: srs.id.clone(),
+                key: srs.key.clone(),
                 lens,
                 h: upload_points(&self.gpu, &srs.h)?,
                 l: upload_points(&self.gpu, &srs.l)?,
@@ -297,12 +298,12 @@ impl CudaBackend {
         })();
         match uploaded {
             Ok(r) => {
-                tracing::info!(srs = %srs.id, bytes = r.bytes(), gpu = %self.gpu.info, "parameters resident on the GPU");
+                tracing::info!(srs = %srs.key, bytes = r.bytes(), gpu = %self.gpu.info, "parameters resident on the GPU");
                 st.resident.push(r);
                 Ok(Some(st.resident.len() - 1))
             }
             Err(e) if e.downcast_ref::<OutOfDeviceMemory>().is_some() => {
-                tracing::info!(srs = %srs.id, "parameters did not fit after all: streaming them");
+                tracing::info!(srs = %srs.key, "parameters did not fit after all: streaming them");
                 Ok(None)
             }
             Err(e) => Err(e),
@@ -326,7 +327,7 @@ impl CudaBackend {
         if place == G2Place::Device {
             match upload_points(&self.gpu, &srs.b_g2) {
                 Ok(d) => {
-                    tracing::info!(srs = %srs.id, bytes = d.bytes(), gpu = %self.gpu.info, "B query in G2 resident on the GPU: its multiexp runs beside the one in G1");
+                    tracing::info!(srs = %srs.key, bytes = d.bytes(), gpu = %self.gpu.info, "B query in G2 resident on the GPU: its multiexp runs beside the one in G1");
                     r.b_g2 = Some(d);
                     return Ok(());
                 }
@@ -338,10 +339,10 @@ impl CudaBackend {
             r.b_g2_told = true;
             match place {
                 G2Place::NotTheBQuery => {
-                    tracing::warn!(srs = %srs.id, g2_points = srs.b_g2.len(), g1_points = srs.b_g1.len(), "the parameters' B points in G2 do not match those in G1: the B multiexp in G2 is left to the CPU finalizer")
+                    tracing::warn!(srs = %srs.key, g2_points = srs.b_g2.len(), g1_points = srs.b_g1.len(), "the parameters' B points in G2 do not match those in G1: the B multiexp in G2 is left to the CPU finalizer")
                 }
                 _ => {
-                    tracing::warn!(srs = %srs.id, need, free, working, gpu = %self.gpu.info, "the B query's G2 points do not fit on the GPU beside the G1 points: the B multiexp in G2 runs on the CPU finalizer (slower)")
+                    tracing::warn!(srs = %srs.key, need, free, working, gpu = %self.gpu.info, "the B query's G2 points do not fit on the GPU beside the G1 points: the B multiexp in G2 runs on the CPU finalizer (slower)")
                 }
             }
         }

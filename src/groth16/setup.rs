@@ -19,7 +19,7 @@ use rayon::prelude::*;
 
 use super::curve::{batch_add_affine, AffineCoords, BatchAffine};
 use super::r1cs::R1cs;
-use super::{ntt, Srs, VerifyingKey};
+use super::{ntt, Srs, SrsKey, VerifyingKey};
 
 /// Reports long-running work: a stage name, then progress within it.
 pub trait Progress: Sync {
@@ -126,7 +126,8 @@ struct Trapdoor {
 }
 
 /// Generate random parameters for `circuit`, synthesized with bellperson's conventions (the
-/// constant one is input 0, an `input * 0 = 0` constraint per input closes the system).
+/// constant one is input 0, an `input * 0 = 0` constraint per input closes the system). `id`
+/// names the circuit's recorded constraints and the parameters (their [`SrsKey`]).
 pub fn generate<C: Circuit<Fr>>(
     circuit: C,
     rng: &mut impl RngCore,
@@ -238,7 +239,7 @@ pub fn generate<C: Circuit<Fr>>(
         ic: ext_points[..cs.inputs].to_vec(),
     };
     Ok(Srs {
-        id: id.to_string(),
+        key: SrsKey::new(id),
         vk,
         h,
         l,

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use anyhow::{bail, ensure, Context, Result};
@@ -19,10 +19,39 @@ use super::VerifyingKey;
 const G1_BYTES: usize = 96;
 const G2_BYTES: usize = 192;
 
+/// The name of one SRS, the same wherever c2q keeps track of it: the memory gate's reservation
+/// for parameters it holds, the process's cache of decoded parameters, and the copies resident
+/// on a GPU. A job kind makes the keys of its parameters (`porep::srs_key`, `canary::srs_key`);
+/// parameters made for one purpose (a check, a benchmark) name themselves.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SrsKey(Arc<str>);
+
+impl SrsKey {
+    pub fn new(name: impl AsRef<str>) -> SrsKey {
+        SrsKey(Arc::from(name.as_ref()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for SrsKey {
+    fn from(name: &str) -> SrsKey {
+        SrsKey::new(name)
+    }
+}
+
+impl std::fmt::Display for SrsKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// One circuit's proving parameters, decoded into memory.
 pub struct Srs {
-    /// Where it came from (file path, or a name for in-process parameters): the residency key.
-    pub id: String,
+    /// Which parameters these are.
+    pub key: SrsKey,
     pub vk: VerifyingKey,
     pub h: Vec<G1Affine>,
     pub l: Vec<G1Affine>,
@@ -34,7 +63,7 @@ pub struct Srs {
 impl std::fmt::Debug for Srs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Srs")
-            .field("id", &self.id)
+            .field("key", &self.key)
             .field("ic", &self.vk.ic.len())
             .field("h", &self.h.len())
             .field("l", &self.l.len())
@@ -53,9 +82,9 @@ impl Srs {
             as u64
     }
 
-    /// Read a `.params` file: memory-mapped, point sets decoded in parallel. Every length is
-    /// checked against the file's size before anything is allocated.
-    pub fn read(path: &Path) -> Result<Srs> {
+    /// Read a `.params` file, the parameters named `key`: memory-mapped, point sets decoded in
+    /// parallel. Every length is checked against the file's size before anything is allocated.
+    pub fn read(path: &Path, key: SrsKey) -> Result<Srs> {
         let file = File::open(path)
             .with_context(|| format!("cannot open parameter file {}", path.display()))?;
         // SAFETY: the map is read-only and dropped before this function returns; parameter
@@ -73,18 +102,18 @@ impl Srs {
                 map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, len)
             };
         };
-        Self::decode_releasing(&map, &path.display().to_string(), &release)
+        Self::decode_releasing(&map, key, &release)
             .with_context(|| format!("parameter file {} is truncated or corrupt", path.display()))
     }
 
     /// Decode parameters from bytes in bellperson's layout.
-    pub fn decode(bytes: &[u8], id: &str) -> Result<Srs> {
-        Self::decode_releasing(bytes, id, &|_, _| {})
+    pub fn decode(bytes: &[u8], key: impl Into<SrsKey>) -> Result<Srs> {
+        Self::decode_releasing(bytes, key.into(), &|_, _| {})
     }
 
     /// Decode, telling `release` each byte range (offset, length) of point data once it is
     /// decoded and no longer read.
-    fn decode_releasing(bytes: &[u8], id: &str, release: &dyn Fn(usize, usize)) -> Result<Srs> {
+    fn decode_releasing(bytes: &[u8], key: SrsKey, release: &dyn Fn(usize, usize)) -> Result<Srs> {
         let mut cursor = Cursor {
             bytes,
             pos: 0,
@@ -108,7 +137,7 @@ impl Srs {
             bytes.len() - cursor.pos
         );
         Ok(Srs {
-            id: id.to_string(),
+            key,
             vk,
             h,
             l,
@@ -241,10 +270,10 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// Parameters are large and slow to decode: each file is loaded once per process and shared.
+/// Parameters are large and slow to decode: each is loaded once per process and shared.
 #[derive(Default)]
 pub struct SrsCache {
-    entries: Mutex<HashMap<PathBuf, Arc<OnceLock<Arc<Srs>>>>>,
+    entries: Mutex<HashMap<SrsKey, Arc<OnceLock<Arc<Srs>>>>>,
 }
 
 impl SrsCache {
@@ -253,19 +282,20 @@ impl SrsCache {
         CACHE.get_or_init(SrsCache::default)
     }
 
-    /// The SRS for `path`, loading it on first use. Concurrent callers for the same file wait
-    /// for one load; a failed load is not cached, so a fixed file is picked up next time.
-    pub fn get(&self, path: &Path) -> Result<Arc<Srs>> {
+    /// The SRS named `key`, loaded from `path` on first use. Concurrent callers for the same
+    /// key wait for one load; a failed load is not cached, so a fixed file is picked up next
+    /// time.
+    pub fn get(&self, key: &SrsKey, path: &Path) -> Result<Arc<Srs>> {
         let slot = {
             let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-            entries.entry(path.to_path_buf()).or_default().clone()
+            entries.entry(key.clone()).or_default().clone()
         };
         if let Some(srs) = slot.get() {
             return Ok(srs.clone());
         }
         // Holding the slot's lock while loading would need a OnceLock::get_or_try_init; a
         // duplicate load on a race costs time, never correctness.
-        let srs = Arc::new(Srs::read(path)?);
+        let srs = Arc::new(Srs::read(path, key.clone())?);
         Ok(slot.get_or_init(|| srs).clone())
     }
 }

@@ -358,7 +358,7 @@ impl ProofJob for PorepJob {
 
     fn srs(&self) -> Result<Arc<Srs>> {
         params::require(&self.params_path, self.registered_proof)?;
-        SrsCache::global().get(&self.params_path)
+        SrsCache::global().get(&super::srs_key(self.sector_size()), &self.params_path)
     }
 
     fn r1cs(&self) -> Result<Arc<R1cs>> {

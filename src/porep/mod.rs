@@ -56,6 +56,12 @@ pub(crate) fn check_request(c1: &C1Input, miner_id: u64, sector_number: u64) -> 
     Ok(())
 }
 
+/// The key of the parameters every PoRep proof of this sector size uses: Filecoin publishes
+/// one parameter set per sector size, shared by its interactive and non-interactive proofs.
+pub fn srs_key(sector_size: u64) -> crate::groth16::SrsKey {
+    crate::groth16::SrsKey::new(format!("porep-{sector_size}"))
+}
+
 /// The prover id Filecoin derives from a miner's actor id: the payload of its ID address (the
 /// id as an unsigned LEB128 varint), zero-padded to 32 bytes.
 pub fn prover_id(miner_id: u64) -> [u8; 32] {

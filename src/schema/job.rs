@@ -17,6 +17,9 @@ pub enum JobKind {
 }
 
 impl JobKind {
+    /// Every kind (`kinds` says what each one is).
+    pub const ALL: [JobKind; 2] = [JobKind::PorepC2, JobKind::Canary];
+
     pub fn as_str(self) -> &'static str {
         match self {
             JobKind::PorepC2 => "porep-c2",

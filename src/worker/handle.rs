@@ -19,13 +19,14 @@ use super::disposition::{self, Outcome, Policy, Proved};
 use super::health::Verdict;
 use super::lease::LeaseKeeper;
 use super::settle;
-use super::{jobs, NotBegun, Worker};
+use super::{NotBegun, Worker};
 use crate::broker::{headers, Broker};
 use crate::classes::SizeClass;
 use crate::gate::Reservation;
+use crate::kinds;
 use crate::ledger::{Claim, JobIdentity};
 use crate::pipeline::{PartitionDone, Stage, StageError, Submission};
-use crate::schema::{self, DecodedJob, ErrorKind, JobError, JobKind, PartitionTiming};
+use crate::schema::{self, DecodedJob, ErrorKind, JobError, PartitionTiming};
 use crate::telemetry::Metrics;
 
 /// The longest an ack or a nack may take. Neither waits for an answer from the broker (AMQP has
@@ -285,7 +286,7 @@ impl Worker {
         let build_input = decoded.clone();
         let in_flight = self.cfg.pipeline.partitions_in_flight();
         let built =
-            tokio::task::spawn_blocking(move || jobs::build(&build_input, &limits, in_flight))
+            tokio::task::spawn_blocking(move || kinds::build(&build_input, &limits, in_flight))
                 .await;
         let built = match built {
             Ok(Ok(b)) => b,
@@ -346,14 +347,7 @@ impl Worker {
                 return self.backend_failed(stage_err, facts).await;
             }
             Ok(Err(stage_err)) => {
-                let kind = match (stage_err.stage, job.kind) {
-                    // Synthesis of a PoRep partition fails on inputs that do not describe a
-                    // sealed sector: permanent. Everything else may be the machine's fault.
-                    (Stage::Synthesis, JobKind::PorepC2) => ErrorKind::MalformedC1,
-                    // Retried like a transient failure, under its own name.
-                    (Stage::Verify, _) => ErrorKind::VerificationFailed,
-                    _ => ErrorKind::Transient,
-                };
+                let kind = kinds::failure_kind(stage_err.stage, job.kind);
                 return self
                     .fail(JobError::new(kind, stage_err.to_string()), facts)
                     .await;

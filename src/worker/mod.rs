@@ -17,7 +17,6 @@ mod fault;
 mod fleet;
 mod handle;
 mod health;
-mod jobs;
 mod lease;
 mod settle;
 mod shutdown;
@@ -38,6 +37,7 @@ use crate::classes::SizeClass;
 use crate::config::{Config, OnUnhealthy};
 use crate::gate::{self, estimate, Gate, Reservation};
 use crate::gpu::select_backends;
+use crate::groth16::SrsKey;
 use crate::ledger::{Holder, Ledger};
 use crate::pipeline::Pipeline;
 use crate::telemetry::{self, http::Health, Metrics};
@@ -74,8 +74,8 @@ pub(crate) struct Worker {
     pipeline: Arc<Pipeline>,
     metrics: Arc<Metrics>,
     health: Arc<Health>,
-    /// SRS memory held while an SRS stays loaded, keyed like `Estimate::srs_key`.
-    resident: Mutex<HashMap<String, Reservation>>,
+    /// SRS memory held while an SRS stays loaded.
+    resident: Mutex<HashMap<SrsKey, Reservation>>,
     /// One lock per job id being processed here (see `handle`).
     job_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// This process as a lease holder in the ledger.
@@ -361,10 +361,11 @@ impl Worker {
         let mut ids: Vec<String> = resident
             .keys()
             .map(|key| {
-                key.strip_prefix("porep-")
+                key.as_str()
+                    .strip_prefix("porep-")
                     .and_then(|size| size.parse().ok())
                     .map(|sector_size| SizeClass::Porep { sector_size }.key())
-                    .unwrap_or_else(|| key.clone())
+                    .unwrap_or_else(|| key.to_string())
             })
             .collect();
         ids.sort();
@@ -372,9 +373,9 @@ impl Worker {
     }
 
     /// Keep the SRS part of a finished job's reservation while the SRS stays loaded.
-    fn keep_resident(&self, key: &str, reservation: Reservation) {
+    fn keep_resident(&self, key: &SrsKey, reservation: Reservation) {
         let mut resident = self.resident.lock().unwrap_or_else(|p| p.into_inner());
-        resident.entry(key.to_string()).or_insert(reservation);
+        resident.entry(key.clone()).or_insert(reservation);
     }
 }
 
@@ -386,7 +387,7 @@ fn sector_limit(cfg: &Config, job_budget: u64) -> Result<u64> {
         return Ok(limit);
     }
     let largest = crate::schema::Limits::LARGEST_SECTOR;
-    let Some(fits) = estimate::largest_sector_within(
+    let Some(fits) = crate::kinds::largest_sector_within(
         job_budget,
         largest,
         u64::from(cfg.limits.max_canary_partitions),

@@ -29,7 +29,7 @@ pub struct Env {
 /// The least budget a worker with `config` accepts: its baseline and the worst case of the
 /// largest job it takes, parameters not loaded.
 pub fn least_budget(config: &Config) -> u64 {
-    let largest = c2q::gate::estimate::largest(&c2q::gate::estimate::accepted(
+    let largest = c2q::gate::estimate::largest(&c2q::kinds::worst_cases(
         config.limits.sector_size_limit(),
         u64::from(config.limits.max_canary_partitions),
         config.pipeline.partitions_in_flight(),

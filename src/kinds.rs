@@ -1,0 +1,295 @@
+//! Every job kind c2q proves, registered in one place: how a job of the kind is built from its
+//! message (with the checks that make a bad payload a permanent, classified failure), what it
+//! holds in memory, its worst case for a worker's limits, and how a failure in each pipeline
+//! stage is classified. A new kind is a `schema::JobKind` variant, its [`ProofJob`], its size
+//! classes (`classes`), and an arm in each match here, which the compiler asks for.
+
+use std::sync::Arc;
+
+use crate::canary::{self, CanaryJob};
+use crate::gate::estimate::{largest, sector_size_of, Estimate, GIB, KIB, MIB, SECTOR_SIZES};
+use crate::job::ProofJob;
+use crate::pipeline::Stage;
+use crate::porep::{self, parse_c1, proof_name, PorepJob};
+use crate::schema::{DecodedJob, ErrorKind, JobError, JobKind, Limits};
+
+/// A job ready for the pipeline, with what it may hold in memory.
+pub struct Built {
+    pub job: Arc<dyn ProofJob>,
+    pub estimate: Estimate,
+}
+
+/// Build the job a decoded message describes. CPU-heavy (C1 JSON parsing, circuit set-up):
+/// call from a blocking thread. `in_flight`: partitions of one job the pipeline keeps alive
+/// (for the memory estimate).
+pub fn build(decoded: &DecodedJob, limits: &Limits, in_flight: u64) -> Result<Built, JobError> {
+    let job = &decoded.job;
+    match job.kind {
+        JobKind::Canary => {
+            let spec = job
+                .canary
+                .as_ref()
+                .ok_or_else(|| JobError::new(ErrorKind::Undecodable, "canary spec missing"))?;
+            // `schema::job::validate` has checked the count against the limits, which never
+            // exceed the canary's own; this is the canary's word on the same thing.
+            let canary = CanaryJob::new(spec.partitions as usize, spec.seed)
+                .map_err(|e| JobError::new(ErrorKind::InvalidInput, format!("{e:#}")))?;
+            Ok(Built {
+                estimate: canary_estimate(u64::from(spec.partitions), in_flight),
+                job: Arc::new(canary),
+            })
+        }
+        JobKind::PorepC2 => {
+            // Refuse what this worker will not prove before spending a parse on it.
+            if let Some(size) = sector_size_of(&job.registered_proof) {
+                if size > limits.sector_size_limit() {
+                    return Err(oversize_sector(size, limits));
+                }
+            }
+            let c1 = parse_c1(&decoded.c1)
+                .map_err(|e| JobError::new(ErrorKind::MalformedC1, format!("{e:#}")))?;
+            let found = proof_name(c1.registered_proof());
+            if found != job.registered_proof {
+                return Err(JobError::new(
+                    ErrorKind::ProofTypeMismatch,
+                    format!(
+                        "job says {}, the C1 output is for {found}",
+                        job.registered_proof
+                    ),
+                ));
+            }
+            let porep = PorepJob::new(c1, job.miner_id, job.sector_number)
+                .map_err(|e| JobError::new(ErrorKind::MalformedC1, format!("{e:#}")))?;
+            let sector_size = porep.sector_size();
+            if sector_size > limits.sector_size_limit() {
+                return Err(oversize_sector(sector_size, limits));
+            }
+            let partitions = porep.partitions() as u64;
+            Ok(Built {
+                estimate: porep_estimate(sector_size, partitions, in_flight),
+                job: Arc::new(porep),
+            })
+        }
+    }
+}
+
+fn oversize_sector(size: u64, limits: &Limits) -> JobError {
+    JobError::new(
+        ErrorKind::Oversize,
+        format!(
+            "sector size {size} is over this worker's limit of {}",
+            limits.sector_size_limit()
+        ),
+    )
+}
+
+/// The failure class of a job of `kind` that failed in the pipeline's `stage` (a failure to
+/// begin proving is the backend's, handled apart).
+pub fn failure_kind(stage: Stage, kind: JobKind) -> ErrorKind {
+    match (stage, kind) {
+        // Synthesis of a PoRep partition fails on inputs that do not describe a sealed
+        // sector: permanent. Everything else may be the machine's fault.
+        (Stage::Synthesis, JobKind::PorepC2) => ErrorKind::MalformedC1,
+        // Retried like a transient failure, under its own name.
+        (Stage::Verify, _) => ErrorKind::VerificationFailed,
+        (Stage::Srs | Stage::Synthesis | Stage::Start | Stage::Finish, _) => ErrorKind::Transient,
+    }
+}
+
+/// The estimate of a PoRep C2 job of this sector size and partition count, in a pipeline that
+/// keeps `in_flight` partitions alive.
+pub fn porep_estimate(sector_size: u64, partitions: u64, in_flight: u64) -> Estimate {
+    // (resident bytes: the SRS and the recorded constraints; per-partition working set with A,
+    // B, C made on the CPU; the same made on the GPU), from the circuit sizes of
+    // filecoin-proofs v19 parameters; unknown sizes get the next larger row. 32 GiB and 64 GiB
+    // sectors have the same circuit (130,278,869 constraints): ~47.4 GB of points and 7.3 GB of
+    // recorded constraints on the host (50.9 GiB together), and per full-size partition its
+    // witness (4.2 GB) plus, where A, B, C are made on the CPU, its evaluations (12.5 GB).
+    // Measured through the pipeline on one H200:
+    // - products on the CPU (ops/bench/gpu-2026-12-01-h.md): peak RSS 77.3 GB at 32 GiB and
+    //   77.6 GB at 64 GiB, against the 100 GiB this reserves for one GPU;
+    // - products on the GPU (ops/bench/gpu-2026-12-01-j.md, -k.md): peak RSS 56.0 GB with
+    //   three partitions in flight and three more jobs parsed and waiting: ~1.3 GB besides the
+    //   points and the constraints, against the 3 GiB this reserves per job.
+    // 2 KiB, measured with `c2q prove --backend cpu` (one partition): peak RSS 1.80 GB, of
+    // which the decoded parameters 1.11 GB and the recorded constraints 0.15 GB; the rest is
+    // the partition on the CPU backend (evaluations, witness, transforms) and the process.
+    // 8 MiB and 512 MiB are not measured: scaled from their parameter files (8 MiB: 1.4 GB).
+    let (srs, per_partition, per_partition_on_gpu) = match sector_size {
+        s if s <= 2 * KIB => (1280 * MIB, 512 * MIB, 128 * MIB),
+        s if s <= 8 * MIB => (1792 * MIB, GIB, 256 * MIB),
+        s if s <= 512 * MIB => (8 * GIB, 4 * GIB, GIB),
+        s if s <= 64 * GIB => (52 * GIB, 16 * GIB, GIB),
+        _ => (104 * GIB, 32 * GIB, 2 * GIB),
+    };
+    Estimate {
+        srs_key: porep::srs_key(sector_size),
+        srs_bytes: srs,
+        per_partition,
+        per_partition_on_gpu,
+        partitions,
+        in_flight,
+    }
+}
+
+/// The canary circuit: a few thousand constraints, parameters generated in-process.
+pub fn canary_estimate(partitions: u64, in_flight: u64) -> Estimate {
+    Estimate {
+        srs_key: canary::srs_key(),
+        srs_bytes: 16 * MIB,
+        per_partition: 16 * MIB,
+        per_partition_on_gpu: 16 * MIB,
+        partitions,
+        in_flight,
+    }
+}
+
+/// The worst case of every job kind a worker with these limits accepts (for the PoRep kind, its
+/// largest sector with as many partitions as the pipeline keeps alive): what the gate must
+/// have free before a message is fetched, with each kind's SRS counted while it is not loaded.
+pub fn worst_cases(
+    max_sector_size: u64,
+    max_canary_partitions: u64,
+    in_flight: u64,
+) -> Vec<Estimate> {
+    JobKind::ALL
+        .iter()
+        .map(|kind| match kind {
+            JobKind::PorepC2 => porep_estimate(max_sector_size, in_flight, in_flight),
+            JobKind::Canary => canary_estimate(max_canary_partitions, in_flight),
+        })
+        .collect()
+}
+
+/// The largest sector size up to `at_most` whose worst case, beside the canary's, fits
+/// `job_budget`: what a worker without a configured sector limit takes. `None` when not even
+/// the smallest fits.
+pub fn largest_sector_within(
+    job_budget: u64,
+    at_most: u64,
+    max_canary_partitions: u64,
+    in_flight: u64,
+) -> Option<u64> {
+    SECTOR_SIZES
+        .iter()
+        .rev()
+        .copied()
+        .filter(|&size| size <= at_most)
+        .find(|&size| largest(&worst_cases(size, max_canary_partitions, in_flight)) <= job_budget)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::porep::shape;
+    use crate::schema::JobV1;
+
+    #[test]
+    fn work_shrinks_only_when_fewer_than_in_flight_remain() {
+        let e = porep_estimate(32 * GIB, 10, 3);
+        assert_eq!(e.work(10), 3 * 16 * GIB);
+        assert_eq!(e.work(3), 3 * 16 * GIB);
+        assert_eq!(e.work(1), 16 * GIB);
+        assert_eq!(e.work(0), 0);
+        // More partitions alive (more synthesis threads or GPUs): a larger reservation.
+        assert_eq!(porep_estimate(32 * GIB, 10, 6).work(10), 6 * 16 * GIB);
+    }
+
+    /// 32 GiB and 64 GiB sectors prove the same circuit: the same memory, and it covers the
+    /// peak measured through the pipeline on one GPU (77.6 GB, three partitions alive).
+    #[test]
+    fn full_size_sectors_share_one_estimate_that_covers_the_measured_peak() {
+        let (e32, e64) = (
+            porep_estimate(32 * GIB, 10, 3),
+            porep_estimate(64 * GIB, 10, 3),
+        );
+        assert_eq!(
+            (e32.srs_bytes, e32.per_partition),
+            (e64.srs_bytes, e64.per_partition)
+        );
+        assert!(e64.total() >= 77_600_000_000);
+        assert_eq!(e32.per_partition_on_gpu, e64.per_partition_on_gpu);
+    }
+
+    /// A worker without a configured sector limit takes the largest size its memory holds:
+    /// on a 24 GiB machine (21.6 GiB after the 10 % margin) 512 MiB sectors, on the H200 box
+    /// (125 GiB) every size.
+    #[test]
+    fn an_unset_sector_limit_takes_what_the_budget_holds() {
+        let within = |budget| largest_sector_within(budget, 64 * GIB, 64, 3);
+        let small_box = 24 * GIB - 24 * GIB / 10 - 256 * MIB;
+        assert_eq!(within(small_box), Some(512 * MIB));
+        let h200_box = 125 * GIB - 125 * GIB / 10 - 256 * MIB;
+        assert_eq!(within(h200_box), Some(64 * GIB));
+        assert_eq!(
+            largest_sector_within(h200_box, 32 * GIB, 64, 3),
+            Some(32 * GIB)
+        );
+        assert_eq!(within(GIB), None);
+        // Exactly the worst case of a size is enough for it.
+        let exact = largest(&worst_cases(8 * MIB, 64, 3));
+        assert_eq!(within(exact), Some(8 * MIB));
+        assert_eq!(within(exact - 1), Some(2 * KIB));
+    }
+
+    /// With A, B, C made on the GPU a full-size job holds a fraction of the CPU figure, and
+    /// still covers the measured peak: 56.0 GB with three partitions in flight.
+    #[test]
+    fn products_on_the_gpu_shrink_a_full_size_job_to_what_was_measured() {
+        let e = porep_estimate(32 * GIB, 10, 3);
+        assert_eq!(e.work_on_gpu(10), 3 * GIB);
+        assert_eq!(e.work_on_gpu(2), 2 * GIB);
+        assert!(e.srs_bytes + e.work_on_gpu(10) >= 56_000_000_000);
+        assert!(e.work_on_gpu(10) * 10 < e.work(10));
+        // Two 32 GiB jobs fit beside one resident SRS on the H200 box (125 GiB less its 10 %
+        // margin) once the first has shown where its products are made.
+        let budget = 125 * GIB - 125 * GIB / 10;
+        assert!(e.srs_bytes + e.work_on_gpu(10) + e.work(10) <= budget);
+    }
+
+    /// A shape-only C1 is invalid input for good: a permanent failure, never retried.
+    #[test]
+    fn shape_only_c1_is_a_permanent_malformed_c1() {
+        let proof = filecoin_proofs_api::RegisteredSealProof::StackedDrg2KiBV1_1;
+        let made = shape::generate(proof, 1000, 3, 1, &|_, _| {}).unwrap();
+        let decoded = DecodedJob {
+            job: JobV1 {
+                v: 1,
+                job_id: "shape".into(),
+                kind: JobKind::PorepC2,
+                registered_proof: proof_name(proof),
+                miner_id: 1000,
+                sector_number: 3,
+                phase1_output: Vec::new(),
+                canary: None,
+            },
+            c1: made.c1_json().unwrap(),
+            digest: [0; 32],
+        };
+        let Err(e) = build(&decoded, &Limits::default(), 1) else {
+            panic!("a shape-only C1 was accepted");
+        };
+        assert_eq!(e.kind, ErrorKind::MalformedC1);
+        assert!(e.kind.is_permanent());
+        assert!(e.message.contains("--shape-only"), "{}", e.message);
+    }
+
+    #[test]
+    fn failures_are_classified_by_stage_and_kind() {
+        assert_eq!(
+            failure_kind(Stage::Synthesis, JobKind::PorepC2),
+            ErrorKind::MalformedC1
+        );
+        assert_eq!(
+            failure_kind(Stage::Synthesis, JobKind::Canary),
+            ErrorKind::Transient
+        );
+        for kind in JobKind::ALL {
+            assert_eq!(
+                failure_kind(Stage::Verify, kind),
+                ErrorKind::VerificationFailed
+            );
+            assert_eq!(failure_kind(Stage::Finish, kind), ErrorKind::Transient);
+        }
+    }
+}
