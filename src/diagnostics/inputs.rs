@@ -14,7 +14,7 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use crate::gpu::device::Gpu;
-use crate::gpu::kernels::{self, blocks, Kernel};
+use crate::gpu::kernels::{self, blocks, Kernel, GEN_BATCH};
 use crate::gpu::limbs::{points_as_limbs, scalars_as_limbs_mut, DeviceAffine};
 use crate::gpu::memory::{DevBuf, DevPtr};
 
@@ -174,7 +174,7 @@ pub fn gen_points<G: GenGroup>(
     let d2 = gpu.alloc::<u32>(t2.len() * limbs)?;
     gpu.upload(&d2, 0, points_as_limbs(&t2))?;
     let out = gpu.alloc::<u32>(n * limbs)?;
-    let threads = (n as u64).div_ceil(16);
+    let threads = (n as u64).div_ceil(GEN_BATCH as u64);
     G::KERNEL.launch(
         gpu,
         blocks(threads, 128)?,

@@ -13,6 +13,7 @@ use cudarc::nvrtc::sys as nsys;
 use sha2::{Digest, Sha256};
 
 use super::discovery::{driver_version, nvrtc_version, DeviceInfo};
+use super::kernels;
 
 /// Kernel headers, handed to NVRTC by name so that `#include "field.cuh"` resolves.
 const HEADERS: &[(&str, &str)] = &[
@@ -47,10 +48,13 @@ fn compile_options() -> Result<Vec<String>> {
     Ok(o)
 }
 
-/// What the kernels are told about the GPU they are built for: the shared memory of an SM, from
-/// which ntt.cu works out how many of its blocks can share one (and so its register budget).
+/// What the kernels are told at build time: the constants they share with their launchers
+/// (defined once, in `kernels`), and the shared memory of the GPU's SM, from which ntt.cu
+/// works out how many of its blocks can share one (and so its register budget).
 fn kernel_defines(info: &DeviceInfo) -> Vec<String> {
-    vec![format!("-DC2Q_SHARED_PER_SM={}", info.shared_per_sm)]
+    let mut defines = kernels::shared_defines();
+    defines.push(format!("-DC2Q_SHARED_PER_SM={}", info.shared_per_sm));
+    defines
 }
 
 /// Where compiled kernels are kept: `$C2Q_KERNEL_CACHE`, else `$XDG_CACHE_HOME/c2q/kernels`,
@@ -237,4 +241,24 @@ fn program_log(prog: &Program) -> Result<String> {
     Ok(CStr::from_bytes_until_nul(&buf)
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A definition passed to NVRTC changes the cache file, so a binary built with another
+    /// value of a shared constant (or run with other `$C2Q_KERNEL_DEFINES`) compiles afresh.
+    #[test]
+    fn cache_key_covers_the_definitions() {
+        let options =
+            |unroll: u32| vec!["-std=c++17".to_string(), format!("-DSORT_UNROLL={unroll}")];
+        let file = |o: &[String]| cache_file_name("msm", "src", "sm_90", o, (13, 0), 13000);
+        assert_ne!(file(&options(8)), file(&options(4)));
+        assert_eq!(file(&options(8)), file(&options(8)));
+        assert_ne!(
+            cache_file_name("msm", "src", "sm_90", &options(8), (13, 0), 13000),
+            cache_file_name("msm", "src", "sm_90", &options(8), (13, 1), 13000)
+        );
+    }
 }

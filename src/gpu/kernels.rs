@@ -3,6 +3,9 @@
 //! kernel's argument list. A test reads the CUDA signatures and checks them against the
 //! declarations, so an argument list that disagrees with its kernel fails `cargo test` instead
 //! of corrupting memory on a GPU.
+//!
+//! The constants that launchers and kernels must agree on are defined here too, and handed to
+//! NVRTC as `-DNAME=VALUE` (see `compile`): the kernels have no default for them.
 
 use std::marker::PhantomData;
 
@@ -11,6 +14,23 @@ use cudarc::driver::{LaunchArgs, LaunchConfig, PushKernelArg};
 
 use super::device::{Gpu, Lane};
 use super::memory::DevPtr;
+
+/// Entries each thread of the sort kernels (`msm_histogram`, `msm_scatter`) takes per round:
+/// the launcher sizes their grids by it.
+pub const SORT_UNROLL: u32 = 8;
+/// Points each thread of `gen_points` makes (one inversion per batch): the launcher sizes its
+/// grid by it.
+pub const GEN_BATCH: u32 = 16;
+
+/// The `-D` definitions of the constants above, and of the input bit of recorded constraints
+/// (`r1cs_rows` decodes the host's encoding). `.ci/check-kernels` passes the same ones.
+pub(super) fn shared_defines() -> Vec<String> {
+    vec![
+        format!("-DSORT_UNROLL={SORT_UNROLL}"),
+        format!("-DGEN_BATCH={GEN_BATCH}"),
+        format!("-DINPUT_BIT={:#x}u", crate::groth16::r1cs::INPUT_BIT),
+    ]
+}
 
 /// Blocks of `block` threads covering `n` items, as a grid size.
 pub fn blocks(n: u64, block: u32) -> Result<u32> {
@@ -273,7 +293,7 @@ mod tests {
     use std::collections::BTreeMap;
     use std::path::Path;
 
-    use super::{DECLARED, PROGRAMS};
+    use super::{shared_defines, DECLARED, PROGRAMS};
 
     /// A kernel as kernels/*.cu defines it: the file, and (name, C type) of each parameter
     /// with the type spelled as `KernelParam::C_TYPE` spells it.
@@ -427,6 +447,22 @@ mod tests {
                 declared_params, def.params,
                 "parameters of kernel {name} (declared, then as in {})",
                 def.file
+            );
+        }
+    }
+
+    /// `.ci/check-kernels` compiles the kernels without c2q, so it must pass the definitions
+    /// c2q passes: with a different value it would check other code than c2q runs.
+    #[test]
+    fn check_kernels_passes_the_shared_defines() {
+        let script = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/check-kernels"),
+        )
+        .expect(".ci/check-kernels is readable");
+        for define in shared_defines() {
+            assert!(
+                script.contains(&format!("\"{define}\"")),
+                ".ci/check-kernels does not pass {define}"
             );
         }
     }

@@ -16,7 +16,7 @@ use blstrs::{G1Affine, G1Projective, G2Projective, Scalar as Fr};
 use group::Group;
 
 use super::device::{Gpu, Lane};
-use super::kernels::{self, blocks, Kernel};
+use super::kernels::{self, blocks, Kernel, SORT_UNROLL};
 use super::limbs::{
     affine_as_limbs, g2_jacobian_from_limbs, jacobian_from_limbs, scalars_as_limbs, AFFINE_LIMBS,
     FR_LIMBS, G2_AFFINE_LIMBS, G2_JACOBIAN_LIMBS, JACOBIAN_LIMBS,
@@ -30,8 +30,6 @@ use super::memory::{DevBuf, DevPtr};
 fn chunk_len(m: u32) -> u32 {
     (m >> 20).clamp(32, 128).next_power_of_two()
 }
-/// Entries each thread of the sort kernels takes per round (`SORT_UNROLL` in kernels/msm.cu).
-const SORT_UNROLL: u32 = 8;
 /// Blocks of 256 threads per SM for the sort kernels when nothing else runs (8 fill an SM).
 const SORT_BLOCKS_PER_SM: u32 = 8;
 /// Buckets per running-sum segment in the window reduction.
