@@ -22,12 +22,17 @@ pub const SORT_UNROLL: u32 = 8;
 /// grid by it.
 pub const GEN_BATCH: u32 = 16;
 
+/// log2 of the entries of the low table of powers that `gen_powers` and `scale_powers` read
+/// (x^i = hi[i >> POWER_LO_LOG] · lo[i mod 2^POWER_LO_LOG]): the host builds the tables by it.
+pub const POWER_LO_LOG: u32 = 10;
+
 /// The `-D` definitions of the constants above, and of the input bit of recorded constraints
 /// (`r1cs_rows` decodes the host's encoding). `.ci/check-kernels` passes the same ones.
 pub(super) fn shared_defines() -> Vec<String> {
     vec![
         format!("-DSORT_UNROLL={SORT_UNROLL}"),
         format!("-DGEN_BATCH={GEN_BATCH}"),
+        format!("-DPOWER_LO_LOG={POWER_LO_LOG}"),
         format!("-DINPUT_BIT={:#x}u", crate::groth16::r1cs::INPUT_BIT),
     ]
 }

@@ -9,7 +9,7 @@ use blstrs::Scalar as Fr;
 use ff::{Field, PrimeField};
 
 use super::device::{Gpu, Lane};
-use super::kernels::{self, blocks};
+use super::kernels::{self, blocks, POWER_LO_LOG};
 use super::limbs::{scalars_as_limbs, FR_LIMBS};
 use super::memory::{DevBuf, DevPtr};
 
@@ -25,16 +25,18 @@ pub fn omega(log_n: u32) -> Fr {
     w
 }
 
-/// Host tables for c·x^i, i < count: lo[j] = x^j (j < 1024), hi[j] = c·x^(1024·j).
+/// Host tables for c·x^i, i < count, with L = 2^POWER_LO_LOG: lo[j] = x^j (j < L),
+/// hi[j] = c·x^(L·j).
 fn power_tables(x: Fr, c: Fr, count: u64) -> (Vec<Fr>, Vec<Fr>) {
-    let mut lo = Vec::with_capacity(1024);
+    let lo_len = 1usize << POWER_LO_LOG;
+    let mut lo = Vec::with_capacity(lo_len);
     let mut p = Fr::ONE;
-    for _ in 0..1024 {
+    for _ in 0..lo_len {
         lo.push(p);
         p *= x;
     }
-    let step = p; // x^1024
-    let n_hi = count.div_ceil(1024).max(1) as usize;
+    let step = p; // x^L
+    let n_hi = count.div_ceil(lo_len as u64).max(1) as usize;
     let mut hi = Vec::with_capacity(n_hi);
     let mut q = c;
     for _ in 0..n_hi {
