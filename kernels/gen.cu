@@ -56,7 +56,11 @@ extern "C" __global__ void gen_scalars(u32* out, u64 n, u64 seed, u32 mode) {
     for (int k = 0; k < 8; k++) out[i * 8 + k] = s.v[k];
 }
 
-#define GEN_BATCH 16
+// Points each thread makes, with one inversion: the launcher sizes the grid by it, so c2q passes
+// it (src/gpu/kernels.rs) rather than this file choosing it.
+#ifndef GEN_BATCH
+#error "GEN_BATCH is passed by c2q as -DGEN_BATCH=... (src/gpu/kernels.rs)"
+#endif
 
 // A coordinate of a table or output point (plain loads and stores: the tables are small and
 // cached, and each output word is written once).

@@ -146,8 +146,11 @@ extern "C" __global__ void msm_digits(const u32* scalars, u32 m, u32 c, u32 wind
 // The counting sort's two passes over a window take SORT_UNROLL entries per thread per round,
 // over a grid of any size: each thread keeps that many loads and atomics in flight. They run
 // beside the bucket accumulation, which leaves room for about one block per SM; one entry per
-// thread would leave them waiting on memory one round trip at a time.
-#define SORT_UNROLL 8
+// thread would leave them waiting on memory one round trip at a time. The launcher sizes the
+// grid by it, so c2q passes it (src/gpu/kernels.rs) rather than this file choosing it.
+#ifndef SORT_UNROLL
+#error "SORT_UNROLL is passed by c2q as -DSORT_UNROLL=... (src/gpu/kernels.rs)"
+#endif
 
 // The digits of one round's entries i0, i0 + stride, …, 0 (no bucket) past the end.
 DEV void load_digit_round(u32 (&enc)[SORT_UNROLL], const u32* digits, u32 i0, u32 stride,

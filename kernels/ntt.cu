@@ -228,10 +228,15 @@ extern "C" __global__ void bit_reverse_permute(u32* data, u32 log_n) {
     }
 }
 
-// out[i] = hi[i >> 10] · lo[i & 1023]: powers x^i from two short tables computed on the host
-// (hi[j] = c·x^(1024 j), lo[j] = x^j), for twiddle tables and coset factors.
+// out[i] = hi[i >> POWER_LO_LOG] · lo[i mod 2^POWER_LO_LOG]: powers x^i from two short tables
+// computed on the host (hi[j] = c·x^(2^POWER_LO_LOG · j), lo[j] = x^j), for twiddle tables and
+// coset factors. The host builds the tables by it, so c2q passes it (src/gpu/kernels.rs).
+#ifndef POWER_LO_LOG
+#error "POWER_LO_LOG is passed by c2q as -DPOWER_LO_LOG=... (src/gpu/kernels.rs)"
+#endif
 DEV Fr power_at(const u32* hi, const u32* lo, u64 i) {
-    return fe_mul<FrTag>(load_fr(hi, i >> 10), load_fr(lo, i & 1023));
+    return fe_mul<FrTag>(load_fr(hi, i >> POWER_LO_LOG),
+                         load_fr(lo, i & (((u64)1 << POWER_LO_LOG) - 1)));
 }
 
 extern "C" __global__ void gen_powers(u32* out, u64 count, const u32* hi, const u32* lo) {

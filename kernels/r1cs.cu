@@ -8,7 +8,10 @@
 // witness) or one (the other half, nearly) needs no product.
 #include "field.cuh"
 
-#define INPUT_BIT 0x80000000u
+// The bit marking an input variable in a term, as src/groth16/r1cs.rs encodes it; c2q passes it.
+#ifndef INPUT_BIT
+#error "INPUT_BIT is passed by c2q as -DINPUT_BIT=... (src/gpu/kernels.rs)"
+#endif
 
 DEV bool fr_equal(const Fr& a, const Fr& b) {
     u32 d = 0;

@@ -20,10 +20,11 @@ use super::porep_check::porep_check;
 use super::proofs::{cuda_proof, proof_bytes};
 use super::report::{print_devices, seeded_rng, Tally};
 use crate::gpu::backend::{start_peak_bytes, CudaBackend};
-use crate::gpu::device::{DevBuf, Gpu};
+use crate::gpu::device::Gpu;
 use crate::gpu::limbs::{
     affine_as_limbs, points_as_limbs, scalars_as_limbs, AFFINE_LIMBS, G2_AFFINE_LIMBS,
 };
+use crate::gpu::memory::DevBuf;
 use crate::gpu::msm::{msm, msm_shared, msm_streamed, SharedSums};
 use crate::gpu::ntt::{omega, twiddle_bytes, upload_scalars, Ntt};
 use crate::groth16::{

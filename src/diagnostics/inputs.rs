@@ -13,23 +13,28 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
-use crate::gpu::device::{blocks, DevBuf, Gpu};
+use crate::gpu::device::Gpu;
+use crate::gpu::kernels::{self, blocks, Kernel, GEN_BATCH};
 use crate::gpu::limbs::{points_as_limbs, scalars_as_limbs_mut, DeviceAffine};
+use crate::gpu::memory::{DevBuf, DevPtr};
 
 /// log2 of the two point tables `gen_points` combines: 2^28 distinct points from 2 × 2^14.
 const TLOG: u32 = 14;
 
+/// `gen_points`' arguments, the same in both groups: output, count, the two tables, their log2.
+type GenPoints = Kernel<(DevPtr<u32>, u64, DevPtr<u32>, DevPtr<u32>, u32)>;
+
 /// The groups `gen_points` makes points in, with the kernel that makes them.
 pub trait GenGroup: PrimeCurve<Scalar = Fr, Affine: DeviceAffine> {
-    const KERNEL: &'static str;
+    const KERNEL: GenPoints;
 }
 
 impl GenGroup for G1Projective {
-    const KERNEL: &'static str = "gen_points";
+    const KERNEL: GenPoints = kernels::GEN_POINTS;
 }
 
 impl GenGroup for G2Projective {
-    const KERNEL: &'static str = "gen_points_g2";
+    const KERNEL: GenPoints = kernels::GEN_POINTS_G2;
 }
 
 /// B + j·S for j < n, with B and S random: the affine points and (B, S).
@@ -169,12 +174,12 @@ pub fn gen_points<G: GenGroup>(
     let d2 = gpu.alloc::<u32>(t2.len() * limbs)?;
     gpu.upload(&d2, 0, points_as_limbs(&t2))?;
     let out = gpu.alloc::<u32>(n * limbs)?;
-    let threads = (n as u64).div_ceil(16);
-    gpu.launch(
-        G::KERNEL,
+    let threads = (n as u64).div_ceil(GEN_BATCH as u64);
+    G::KERNEL.launch(
+        gpu,
         blocks(threads, 128)?,
         128,
-        &[&out.ptr(), &(n as u64), &d1.ptr(), &d2.ptr(), &TLOG],
+        (out.ptr(), n as u64, d1.ptr(), d2.ptr(), TLOG),
     )?;
     gpu.sync()?;
     let lattice = PointLattice {
@@ -190,11 +195,11 @@ pub fn gen_points<G: GenGroup>(
 /// Random scalars made on the GPU (Montgomery form, as blstrs stores them): mode 0 full
 /// width, 1 PoRep-like (51 % zero, 47 % one, 2 % random).
 pub fn gen_scalars(gpu: &Gpu, buf: &DevBuf<u32>, n: usize, seed: u64, mode: u32) -> Result<()> {
-    gpu.launch(
-        "gen_scalars",
+    kernels::GEN_SCALARS.launch(
+        gpu,
         blocks(n as u64, 256)?,
         256,
-        &[&buf.ptr(), &(n as u64), &seed, &mode],
+        (buf.ptr(), n as u64, seed, mode),
     )?;
     gpu.sync()
 }

@@ -19,8 +19,9 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use super::inputs::{download_scalars, gen_points, gen_scalars, PointLattice};
-use crate::gpu::device::{DevBuf, Gpu};
+use crate::gpu::device::Gpu;
 use crate::gpu::limbs::{scalars_as_limbs, FR_LIMBS};
+use crate::gpu::memory::DevBuf;
 use crate::gpu::msm::{msm, msm_shared};
 use crate::gpu::ntt::{omega, Ntt};
 

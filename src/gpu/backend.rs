@@ -14,11 +14,13 @@ use anyhow::{anyhow, bail, Context, Result};
 use blstrs::{G1Affine, G1Projective, Scalar as Fr};
 use ff::Field;
 
-use super::device::{list_devices, DevBuf, Gpu, Lane, OutOfDeviceMemory};
+use super::device::{Gpu, Lane};
+use super::discovery::list_devices;
 use super::limbs::{
     points_as_limbs, scalars_as_limbs, scalars_as_limbs_mut, DeviceAffine, AFFINE_LIMBS, FR_LIMBS,
     G2_AFFINE_LIMBS,
 };
+use super::memory::{DevBuf, OutOfDeviceMemory};
 use super::msm::{g2_scratch_bytes, msm, msm_shared, msm_streamed, scratch_bytes};
 use super::ntt::Ntt;
 use super::products::DeviceR1cs;

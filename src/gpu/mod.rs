@@ -1,17 +1,23 @@
-//! The CUDA backend: device discovery, NVRTC builds of `kernels/`, NTT and MSM launchers, SRS
-//! residency, and `CudaBackend` (proving start on a GPU).
+//! The CUDA backend: device discovery, NVRTC builds of `kernels/`, typed kernel launches, device
+//! memory, NTT and MSM launchers, SRS residency, and `CudaBackend` (proving start on a GPU).
 //!
 //! Only `backend` knows the Groth16 types; the launchers (`ntt`, `msm`) take device buffers of
 //! plain limbs. Everything is loaded at run time: on a machine without a GPU, `list_devices`
 //! is empty and `select_backends(Auto, ..)` gives the CPU backend.
 
 pub mod backend;
+pub mod compile;
 pub mod device;
+pub mod discovery;
+pub mod kernels;
 pub mod limbs;
+pub mod memory;
 pub mod msm;
 pub mod ntt;
 pub mod products;
 pub mod witness;
 
 pub use backend::{select_backends, BackendChoice, CudaBackend};
-pub use device::{list_devices, DeviceInfo, Gpu, OutOfDeviceMemory};
+pub use device::Gpu;
+pub use discovery::{list_devices, DeviceInfo};
+pub use memory::OutOfDeviceMemory;

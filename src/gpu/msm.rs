@@ -15,11 +15,13 @@ use anyhow::{ensure, Result};
 use blstrs::{G1Affine, G1Projective, G2Projective, Scalar as Fr};
 use group::Group;
 
-use super::device::{blocks, DevBuf, Gpu, Lane};
+use super::device::{Gpu, Lane};
+use super::kernels::{self, blocks, Kernel, SORT_UNROLL};
 use super::limbs::{
     affine_as_limbs, g2_jacobian_from_limbs, jacobian_from_limbs, scalars_as_limbs, AFFINE_LIMBS,
     FR_LIMBS, G2_AFFINE_LIMBS, G2_JACOBIAN_LIMBS, JACOBIAN_LIMBS,
 };
+use super::memory::{DevBuf, DevPtr};
 
 /// Sorted entries per accumulation thread, for m entries per window: long enough that few
 /// buckets straddle chunks at 2^27 (each straddle costs a general addition in
@@ -28,8 +30,6 @@ use super::limbs::{
 fn chunk_len(m: u32) -> u32 {
     (m >> 20).clamp(32, 128).next_power_of_two()
 }
-/// Entries each thread of the sort kernels takes per round (`SORT_UNROLL` in kernels/msm.cu).
-const SORT_UNROLL: u32 = 8;
 /// Blocks of 256 threads per SM for the sort kernels when nothing else runs (8 fill an SM).
 const SORT_BLOCKS_PER_SM: u32 = 8;
 /// Buckets per running-sum segment in the window reduction.
@@ -37,8 +37,24 @@ const SEGMENT: u32 = 32;
 /// Largest supported MSM: point indices keep one bit for the sign.
 pub const MAX_POINTS: usize = 1 << 30;
 
-/// What the host needs to know of a group to run its kernels: sizes in limbs, kernel names,
-/// and how it reads the results back. The kernels are templates over the coordinate field,
+/// Arguments of the point-dependent kernels, the same in both groups (see `kernels`).
+type Accumulate = Kernel<(
+    DevPtr<u32>,
+    DevPtr<u32>,
+    u32,
+    u32,
+    DevPtr<u32>,
+    DevPtr<u32>,
+    DevPtr<u32>,
+)>;
+type BucketFix = Kernel<(DevPtr<u32>, DevPtr<u32>, DevPtr<u32>, u32, u32)>;
+type BucketReduce = Kernel<(DevPtr<u32>, u32, u32, u32, u32, DevPtr<u32>)>;
+type SumIndexed = Kernel<(DevPtr<u32>, DevPtr<u32>, u32, DevPtr<u32>)>;
+type Reduce = Kernel<(DevPtr<u32>, u32, u32, u32, DevPtr<u32>)>;
+type ToJacobian = Kernel<(DevPtr<u32>, u32, DevPtr<u32>)>;
+
+/// What the host needs to know of a group to run its kernels: sizes in limbs, its kernels, and
+/// how it reads the results back. The kernels are templates over the coordinate field,
 /// instantiated for G1 (no suffix) and G2 (`_g2`).
 trait DeviceGroup {
     type Point: Group + Copy;
@@ -48,14 +64,14 @@ trait DeviceGroup {
     const XYZZ_LIMBS: usize;
     /// A Jacobian result (x, y, z) as blst lays it out.
     const JACOBIAN_LIMBS: usize;
-    const ACCUMULATE: &'static str;
-    const BUCKET_FIX: &'static str;
-    const BUCKET_REDUCE: &'static str;
-    const SUM_INDEXED: &'static str;
-    const REDUCE: &'static str;
+    const ACCUMULATE: Accumulate;
+    const BUCKET_FIX: BucketFix;
+    const BUCKET_REDUCE: BucketReduce;
+    const SUM_INDEXED: SumIndexed;
+    const REDUCE: Reduce;
     /// Threads per block of `REDUCE` (its partial sums fill 24 KiB of shared memory).
     const REDUCE_THREADS: u32;
-    const TO_JACOBIAN: &'static str;
+    const TO_JACOBIAN: ToJacobian;
     fn from_jacobian(limbs: &[u32]) -> Self::Point;
 }
 
@@ -67,13 +83,13 @@ impl DeviceGroup for G1 {
     const AFFINE_LIMBS: usize = AFFINE_LIMBS;
     const XYZZ_LIMBS: usize = 48;
     const JACOBIAN_LIMBS: usize = JACOBIAN_LIMBS;
-    const ACCUMULATE: &'static str = "msm_accumulate";
-    const BUCKET_FIX: &'static str = "msm_bucket_fix";
-    const BUCKET_REDUCE: &'static str = "msm_bucket_reduce";
-    const SUM_INDEXED: &'static str = "msm_sum_indexed";
-    const REDUCE: &'static str = "xyzz_reduce";
+    const ACCUMULATE: Accumulate = kernels::MSM_ACCUMULATE;
+    const BUCKET_FIX: BucketFix = kernels::MSM_BUCKET_FIX;
+    const BUCKET_REDUCE: BucketReduce = kernels::MSM_BUCKET_REDUCE;
+    const SUM_INDEXED: SumIndexed = kernels::MSM_SUM_INDEXED;
+    const REDUCE: Reduce = kernels::XYZZ_REDUCE;
     const REDUCE_THREADS: u32 = 128;
-    const TO_JACOBIAN: &'static str = "xyzz_to_jacobian_kernel";
+    const TO_JACOBIAN: ToJacobian = kernels::XYZZ_TO_JACOBIAN;
     fn from_jacobian(limbs: &[u32]) -> G1Projective {
         jacobian_from_limbs(limbs)
     }
@@ -87,13 +103,13 @@ impl DeviceGroup for G2 {
     const AFFINE_LIMBS: usize = G2_AFFINE_LIMBS;
     const XYZZ_LIMBS: usize = 96;
     const JACOBIAN_LIMBS: usize = G2_JACOBIAN_LIMBS;
-    const ACCUMULATE: &'static str = "msm_accumulate_g2";
-    const BUCKET_FIX: &'static str = "msm_bucket_fix_g2";
-    const BUCKET_REDUCE: &'static str = "msm_bucket_reduce_g2";
-    const SUM_INDEXED: &'static str = "msm_sum_indexed_g2";
-    const REDUCE: &'static str = "xyzz_reduce_g2";
+    const ACCUMULATE: Accumulate = kernels::MSM_ACCUMULATE_G2;
+    const BUCKET_FIX: BucketFix = kernels::MSM_BUCKET_FIX_G2;
+    const BUCKET_REDUCE: BucketReduce = kernels::MSM_BUCKET_REDUCE_G2;
+    const SUM_INDEXED: SumIndexed = kernels::MSM_SUM_INDEXED_G2;
+    const REDUCE: Reduce = kernels::XYZZ_REDUCE_G2;
     const REDUCE_THREADS: u32 = 64;
-    const TO_JACOBIAN: &'static str = "xyzz_to_jacobian_kernel_g2";
+    const TO_JACOBIAN: ToJacobian = kernels::XYZZ_TO_JACOBIAN_G2;
     fn from_jacobian(limbs: &[u32]) -> G2Projective {
         g2_jacobian_from_limbs(limbs)
     }
@@ -247,18 +263,18 @@ pub fn msm_shared(
     let one_idx = gpu.alloc::<u32>(n)?;
     let other_idx = gpu.alloc::<u32>(n)?;
     let other_scalars = gpu.alloc::<u32>(n * FR_LIMBS)?;
-    gpu.launch(
-        "msm_classify",
+    kernels::MSM_CLASSIFY.launch(
+        gpu,
         blocks(n as u64, 256)?,
         256,
-        &[
-            &scalars.ptr(),
-            &n32,
-            &one_idx.ptr(),
-            &other_idx.ptr(),
-            &other_scalars.ptr(),
-            &counters.ptr(),
-        ],
+        (
+            scalars.ptr(),
+            n32,
+            one_idx.ptr(),
+            other_idx.ptr(),
+            other_scalars.ptr(),
+            counters.ptr(),
+        ),
     )?;
     let mut counts = [0u32; 2];
     gpu.download(&counters, 0, &mut counts)?;
@@ -292,11 +308,11 @@ fn sum_indexed<G: DeviceGroup>(
     let grid = blocks(threads, 128)?;
     let threads = grid as usize * 128;
     let partials = gpu.alloc::<u32>(threads * G::XYZZ_LIMBS)?;
-    gpu.launch(
-        G::SUM_INDEXED,
+    G::SUM_INDEXED.launch(
+        gpu,
         grid,
         128,
-        &[&points.ptr(), &idx.ptr(), &count, &partials.ptr()],
+        (points.ptr(), idx.ptr(), count, partials.ptr()),
     )?;
     let out = gpu.alloc::<u32>(G::XYZZ_LIMBS)?;
     reduce_groups::<G>(gpu, &partials, 1, threads, &out)?;
@@ -324,17 +340,11 @@ fn reduce_groups<G: DeviceGroup>(
             temps.push(gpu.alloc::<u32>(groups * per_group * G::XYZZ_LIMBS)?);
             temps[temps.len() - 1].ptr()
         };
-        gpu.launch(
-            G::REDUCE,
+        G::REDUCE.launch(
+            gpu,
             (groups * per_group) as u32,
             G::REDUCE_THREADS,
-            &[
-                &src,
-                &(len as u32),
-                &(per_group as u32),
-                &(PER_BLOCK as u32),
-                &dst,
-            ],
+            (src, len as u32, per_group as u32, PER_BLOCK as u32, dst),
         )?;
         if per_group == 1 {
             break;
@@ -349,11 +359,11 @@ fn reduce_groups<G: DeviceGroup>(
 /// Downloads `n` XYZZ points as blstrs points.
 fn to_host<G: DeviceGroup>(gpu: &Gpu, xyzz: &DevBuf<u32>, n: usize) -> Result<Vec<G::Point>> {
     let jac = gpu.alloc::<u32>(n * G::JACOBIAN_LIMBS)?;
-    gpu.launch(
-        G::TO_JACOBIAN,
+    G::TO_JACOBIAN.launch(
+        gpu,
         blocks(n as u64, 64)?,
         64,
-        &[&xyzz.ptr(), &(n as u32), &jac.ptr()],
+        (xyzz.ptr(), n as u32, jac.ptr()),
     )?;
     let mut host = vec![0u32; n * G::JACOBIAN_LIMBS];
     gpu.download(&jac, 0, &mut host)?;
@@ -389,7 +399,14 @@ impl Scan {
         })
     }
 
-    fn run(&self, gpu: &Gpu, lane: Lane, input: u64, output: u64, len: u32) -> Result<()> {
+    fn run(
+        &self,
+        gpu: &Gpu,
+        lane: Lane,
+        input: DevPtr<u32>,
+        output: DevPtr<u32>,
+        len: u32,
+    ) -> Result<()> {
         self.level(gpu, lane, 0, input, output, len)
     }
 
@@ -398,36 +415,29 @@ impl Scan {
         gpu: &Gpu,
         lane: Lane,
         depth: usize,
-        input: u64,
-        output: u64,
+        input: DevPtr<u32>,
+        output: DevPtr<u32>,
         len: u32,
     ) -> Result<()> {
         let nb = len.div_ceil(1024);
         if nb <= 1 {
-            let spare = self.spare.ptr();
-            return gpu.launch_in(
+            return kernels::SCAN_BLOCKS.launch_in(
+                gpu,
                 lane,
-                "scan_blocks",
                 1,
                 256,
-                &[&input, &output, &len, &spare],
+                (input, output, len, self.spare.ptr()),
             );
         }
         let (_, sums, scanned) = &self.levels[depth];
-        gpu.launch_in(
-            lane,
-            "scan_blocks",
-            nb,
-            256,
-            &[&input, &output, &len, &sums.ptr()],
-        )?;
+        kernels::SCAN_BLOCKS.launch_in(gpu, lane, nb, 256, (input, output, len, sums.ptr()))?;
         self.level(gpu, lane, depth + 1, sums.ptr(), scanned.ptr(), nb)?;
-        gpu.launch_in(
+        kernels::SCAN_ADD.launch_in(
+            gpu,
             lane,
-            "scan_add",
             blocks(len as u64, 256)?,
             256,
-            &[&output, &len, &scanned.ptr()],
+            (output, len, scanned.ptr()),
         )
     }
 }
@@ -507,52 +517,46 @@ impl<'a, G: DeviceGroup> Buckets<'a, G> {
         let wb = self
             .buckets
             .at(window * w.nbuckets as usize * G::XYZZ_LIMBS);
-        gpu.launch(
-            G::ACCUMULATE,
+        G::ACCUMULATE.launch(
+            gpu,
             blocks(w.chunks as u64, 128)?,
             128,
-            &[
-                &sort.sorted.ptr(),
-                &sort.offsets.ptr(),
-                &w.nbuckets,
-                &w.chunk,
-                &self.points.ptr(),
-                &wb,
-                &self.cont.ptr(),
-            ],
+            (
+                sort.sorted.ptr(),
+                sort.offsets.ptr(),
+                w.nbuckets,
+                w.chunk,
+                self.points.ptr(),
+                wb,
+                self.cont.ptr(),
+            ),
         )?;
-        trace.mark(gpu, G::ACCUMULATE)?;
-        gpu.launch(
-            G::BUCKET_FIX,
+        trace.mark(gpu, G::ACCUMULATE.name())?;
+        G::BUCKET_FIX.launch(
+            gpu,
             blocks(w.nbuckets as u64, 128)?,
             128,
-            &[
-                &wb,
-                &self.cont.ptr(),
-                &sort.offsets.ptr(),
-                &w.nbuckets,
-                &w.chunk,
-            ],
+            (wb, self.cont.ptr(), sort.offsets.ptr(), w.nbuckets, w.chunk),
         )?;
-        trace.mark(gpu, G::BUCKET_FIX)
+        trace.mark(gpu, G::BUCKET_FIX.name())
     }
 
     /// Σ 2^(c·w)·W_w over the windows' sums W_w = Σ (b+1)·B_b.
     fn total(&self, gpu: &Gpu, trace: &mut Trace, w: Windows) -> Result<G::Point> {
-        gpu.launch(
-            G::BUCKET_REDUCE,
+        G::BUCKET_REDUCE.launch(
+            gpu,
             blocks(w.nseg as u64 * w.windows as u64, 64)?,
             64,
-            &[
-                &self.buckets.ptr(),
-                &w.nbuckets,
-                &SEGMENT,
-                &w.nseg,
-                &w.windows,
-                &self.segs.ptr(),
-            ],
+            (
+                self.buckets.ptr(),
+                w.nbuckets,
+                SEGMENT,
+                w.nseg,
+                w.windows,
+                self.segs.ptr(),
+            ),
         )?;
-        trace.mark(gpu, G::BUCKET_REDUCE)?;
+        trace.mark(gpu, G::BUCKET_REDUCE.name())?;
         reduce_groups::<G>(
             gpu,
             &self.segs,
@@ -561,7 +565,7 @@ impl<'a, G: DeviceGroup> Buckets<'a, G> {
             &self.sums,
         )?;
         let window_sums = to_host::<G>(gpu, &self.sums, w.windows as usize)?;
-        trace.mark(gpu, G::REDUCE)?;
+        trace.mark(gpu, G::REDUCE.name())?;
         // Horner's rule from the top window.
         let mut acc = G::Point::identity();
         for ws in window_sums.iter().rev() {
@@ -589,11 +593,11 @@ fn pippenger(
     let mu = m as usize;
 
     let digits = gpu.alloc::<u32>(w.windows as usize * mu)?;
-    gpu.launch(
-        "msm_digits",
+    kernels::MSM_DIGITS.launch(
+        gpu,
         blocks(m as u64, 256)?,
         256,
-        &[&scalars.ptr(), &m, &w.c, &w.windows, &digits.ptr()],
+        (scalars.ptr(), m, w.c, w.windows, digits.ptr()),
     )?;
 
     // Sorting window w + 1 (memory-bound: atomics and scattered writes) runs on the side lane
@@ -633,12 +637,12 @@ fn pippenger(
         let dw = digits.at(window * mu);
         gpu.memset_zero_in(sort_lane, &sb.counts)?;
         gpu.memset_zero_in(sort_lane, &sb.fill)?;
-        gpu.launch_in(
+        kernels::MSM_HISTOGRAM.launch_in(
+            gpu,
             sort_lane,
-            "msm_histogram",
             sort_grid,
             256,
-            &[&dw, &m, &sb.counts.ptr()],
+            (dw, m, sb.counts.ptr()),
         )?;
         scan.run(
             gpu,
@@ -647,19 +651,19 @@ fn pippenger(
             sb.offsets.ptr(),
             w.nbuckets + 1,
         )?;
-        gpu.launch_in(
+        kernels::MSM_SCATTER.launch_in(
+            gpu,
             sort_lane,
-            "msm_scatter",
             sort_grid,
             256,
-            &[
-                &dw,
-                &idx.ptr(),
-                &m,
-                &sb.offsets.ptr(),
-                &sb.fill.ptr(),
-                &sb.sorted.ptr(),
-            ],
+            (
+                dw,
+                idx.ptr(),
+                m,
+                sb.offsets.ptr(),
+                sb.fill.ptr(),
+                sb.sorted.ptr(),
+            ),
         )?;
         trace.mark(gpu, "sort")?;
         let sorted = gpu.record(sort_lane)?;

@@ -8,8 +8,10 @@ use anyhow::{ensure, Result};
 use blstrs::Scalar as Fr;
 use ff::{Field, PrimeField};
 
-use super::device::{blocks, DevBuf, Gpu, Lane};
+use super::device::{Gpu, Lane};
+use super::kernels::{self, blocks, POWER_LO_LOG};
 use super::limbs::{scalars_as_limbs, FR_LIMBS};
+use super::memory::{DevBuf, DevPtr};
 
 /// Largest supported domain: 2^28 elements (the 2^27 PoRep domain and one size above).
 pub const MAX_LOG_N: u32 = 28;
@@ -23,16 +25,18 @@ pub fn omega(log_n: u32) -> Fr {
     w
 }
 
-/// Host tables for c·x^i, i < count: lo[j] = x^j (j < 1024), hi[j] = c·x^(1024·j).
+/// Host tables for c·x^i, i < count, with L = 2^POWER_LO_LOG: lo[j] = x^j (j < L),
+/// hi[j] = c·x^(L·j).
 fn power_tables(x: Fr, c: Fr, count: u64) -> (Vec<Fr>, Vec<Fr>) {
-    let mut lo = Vec::with_capacity(1024);
+    let lo_len = 1usize << POWER_LO_LOG;
+    let mut lo = Vec::with_capacity(lo_len);
     let mut p = Fr::ONE;
-    for _ in 0..1024 {
+    for _ in 0..lo_len {
         lo.push(p);
         p *= x;
     }
-    let step = p; // x^1024
-    let n_hi = count.div_ceil(1024).max(1) as usize;
+    let step = p; // x^L
+    let n_hi = count.div_ceil(lo_len as u64).max(1) as usize;
     let mut hi = Vec::with_capacity(n_hi);
     let mut q = c;
     for _ in 0..n_hi {
@@ -110,7 +114,13 @@ impl Ntt {
     /// Device addresses of the (hi, lo) tables for c·x^i, i < 2^log_n, made on first use.
     /// The upload goes over the copy lane and the main lane waits for it, so queued work on
     /// the main lane is not waited for.
-    fn power_table(&mut self, gpu: &Gpu, log_n: u32, x: Fr, c: Fr) -> Result<(u64, u64)> {
+    fn power_table(
+        &mut self,
+        gpu: &Gpu,
+        log_n: u32,
+        x: Fr,
+        c: Fr,
+    ) -> Result<(DevPtr<u32>, DevPtr<u32>)> {
         let key = (log_n, x.to_repr(), c.to_repr());
         if let Some(p) = self.powers.iter().find(|p| p.key == key) {
             return Ok((p.hi.ptr(), p.lo.ptr()));
@@ -143,12 +153,12 @@ impl Ntt {
             let (hi, lo) = power_tables(omega(t + 1), Fr::ONE, count);
             let dhi = upload_scalars(gpu, &hi)?;
             let dlo = upload_scalars(gpu, &lo)?;
-            let out = table.ptr() + table_len(t) * (FR_LIMBS as u64 * 4);
-            gpu.launch(
-                "gen_powers",
+            let out = table.at(table_len(t) as usize * FR_LIMBS);
+            kernels::GEN_POWERS.launch(
+                gpu,
                 blocks(count, 256)?,
                 256,
-                &[&out, &count, &dhi.ptr(), &dlo.ptr()],
+                (out, count, dhi.ptr(), dlo.ptr()),
             )?;
             // dhi and dlo are freed at the end of this iteration: let the kernel finish first.
             gpu.sync()?;
@@ -176,7 +186,7 @@ impl Ntt {
             .twiddles
             .as_ref()
             .map(|(_, b)| b.ptr())
-            .unwrap_or_default();
+            .ok_or_else(|| anyhow::anyhow!("no twiddle table after ensure_twiddles"))?;
         let mut list = passes(log_n, RUN_LOG);
         if dif {
             list.reverse();
@@ -185,19 +195,11 @@ impl Ntt {
             let grid = 1u32 << (log_n - k - lo);
             // One thread per four elements (a radix-4 step), at least a warp.
             let block = (1u32 << (k + lo)).div_ceil(4).clamp(32, 256);
-            gpu.launch(
-                "ntt_pass",
+            kernels::NTT_PASS.launch(
+                gpu,
                 grid,
                 block,
-                &[
-                    &data.ptr(),
-                    &s,
-                    &k,
-                    &lo,
-                    &tw,
-                    &(dif as u32),
-                    &(inverse as u32),
-                ],
+                (data.ptr(), s, k, lo, tw, dif as u32, inverse as u32),
             )?;
         }
         Ok(())
@@ -206,20 +208,15 @@ impl Ntt {
     fn bit_reverse(&self, gpu: &Gpu, data: &DevBuf<u32>, log_n: u32) -> Result<()> {
         if log_n >= 8 {
             // One block per value of the middle index bits (kernels/ntt.cu).
-            return gpu.launch(
-                "bit_reverse_tiles",
+            return kernels::BIT_REVERSE_TILES.launch(
+                gpu,
                 1u32 << (log_n - 8),
                 256,
-                &[&data.ptr(), &log_n],
+                (data.ptr(), log_n),
             );
         }
         let n = 1u64 << log_n;
-        gpu.launch(
-            "bit_reverse_permute",
-            blocks(n, 256)?,
-            256,
-            &[&data.ptr(), &log_n],
-        )
+        kernels::BIT_REVERSE_PERMUTE.launch(gpu, blocks(n, 256)?, 256, (data.ptr(), log_n))
     }
 
     /// data[p] *= c·x^i, i = p (natural order) or bitrev(p). Queued on the main lane.
@@ -234,11 +231,11 @@ impl Ntt {
     ) -> Result<()> {
         let n = 1u64 << log_n;
         let (hi, lo) = self.power_table(gpu, log_n, x, c)?;
-        gpu.launch(
-            "scale_powers",
+        kernels::SCALE_POWERS.launch(
+            gpu,
             blocks(n, 256)?,
             256,
-            &[&data.ptr(), &log_n, &hi, &lo, &(bitrev as u32)],
+            (data.ptr(), log_n, hi, lo, bitrev as u32),
         )
     }
 
@@ -312,11 +309,11 @@ impl Ntt {
         }
         let n = 1u64 << log_n;
         let dz = self.z_inverse(gpu, log_n)?;
-        gpu.launch(
-            "h_combine",
+        kernels::H_COMBINE.launch(
+            gpu,
             blocks(n, 256)?,
             256,
-            &[&a.ptr(), &b.ptr(), &c.ptr(), &dz, &n],
+            (a.ptr(), b.ptr(), c.ptr(), dz, n),
         )?;
         self.coefficients_from_coset(gpu, a, log_n)
     }
@@ -334,7 +331,7 @@ impl Ntt {
             check_len(d, log_n)?;
         }
         let n = 1u64 << log_n;
-        gpu.launch("h_mul", blocks(n, 256)?, 256, &[&a.ptr(), &b.ptr(), &n])
+        kernels::H_MUL.launch(gpu, blocks(n, 256)?, 256, (a.ptr(), b.ptr(), n))
     }
 
     /// The last step of H after `coset_multiply`: a = (a − c)/Z on the coset, back to
@@ -351,18 +348,13 @@ impl Ntt {
         }
         let n = 1u64 << log_n;
         let dz = self.z_inverse(gpu, log_n)?;
-        gpu.launch(
-            "h_sub_div",
-            blocks(n, 256)?,
-            256,
-            &[&ab.ptr(), &c.ptr(), &dz, &n],
-        )?;
+        kernels::H_SUB_DIV.launch(gpu, blocks(n, 256)?, 256, (ab.ptr(), c.ptr(), dz, n))?;
         self.coefficients_from_coset(gpu, ab, log_n)
     }
 
     /// Device address of 1/Z on the coset: Z(x) = x^n − 1 takes the value g^n − 1 at every
     /// point of it, kept as a one-entry power table.
-    fn z_inverse(&mut self, gpu: &Gpu, log_n: u32) -> Result<u64> {
+    fn z_inverse(&mut self, gpu: &Gpu, log_n: u32) -> Result<DevPtr<u32>> {
         let z = Fr::MULTIPLICATIVE_GENERATOR.pow_vartime([1u64 << log_n]) - Fr::ONE;
         let zinv = Option::<Fr>::from(z.invert())
             .ok_or_else(|| anyhow::anyhow!("Z vanishes on the coset"))?;

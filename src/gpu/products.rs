@@ -4,8 +4,10 @@
 
 use anyhow::{ensure, Result};
 
-use super::device::{DevBuf, Gpu, Lane};
+use super::device::{Gpu, Lane};
+use super::kernels;
 use super::limbs::{scalars_as_limbs, FR_LIMBS};
+use super::memory::DevBuf;
 use super::witness::{self, DeviceDensity};
 use blstrs::Scalar as Fr;
 
@@ -165,20 +167,20 @@ impl DeviceR1cs {
             "device products: buffers do not fit the recorded constraints"
         );
         let (rows, domain32) = (m.rows as u32, domain as u32);
-        gpu.launch(
-            "r1cs_rows",
+        kernels::R1CS_ROWS.launch(
+            gpu,
             domain32.div_ceil(BLOCK),
             BLOCK,
-            &[
-                &m.ends.ptr(),
-                &m.terms.ptr(),
-                &rows,
-                &domain32,
-                &self.coeffs.ptr(),
-                &aux.ptr(),
-                &inputs.ptr(),
-                &out.ptr(),
-            ],
+            (
+                m.ends.ptr(),
+                m.terms.ptr(),
+                rows,
+                domain32,
+                self.coeffs.ptr(),
+                aux.ptr(),
+                inputs.ptr(),
+                out.ptr(),
+            ),
         )
     }
 }

@@ -7,8 +7,10 @@
 
 use anyhow::{ensure, Context, Result};
 
-use super::device::{blocks, DevBuf, Gpu};
+use super::device::{Gpu, Lane};
+use super::kernels::{self, blocks};
 use super::limbs::{scalars_as_limbs, FR_LIMBS};
+use super::memory::DevBuf;
 use crate::groth16::{CompactValues, Density};
 
 const BLOCK: u32 = 256;
@@ -92,18 +94,18 @@ impl DeviceDensity {
             return Ok(());
         }
         let (n, offset) = (len32(self.len)?, len32(offset)?);
-        gpu.launch(
-            "witness_select",
+        kernels::WITNESS_SELECT.launch(
+            gpu,
             blocks(n as u64, BLOCK)?,
             BLOCK,
-            &[
-                &src.ptr(),
-                &self.words.ptr(),
-                &self.before.ptr(),
-                &n,
-                &out.ptr(),
-                &offset,
-            ],
+            (
+                src.ptr(),
+                self.words.ptr(),
+                self.before.ptr(),
+                n,
+                out.ptr(),
+                offset,
+            ),
         )
     }
 }
@@ -136,21 +138,21 @@ pub fn expand(gpu: &Gpu, values: &CompactValues, len: usize) -> Result<DevBuf<u3
     gpu.upload(&before, 0, &counts_before(values.others_words())?)?;
     let kept = gpu.alloc::<u32>(values.values().len().max(1) * FR_LIMBS)?;
     gpu.upload(&kept, 0, scalars_as_limbs(values.values()))?;
-    gpu.launch(
-        "witness_expand",
+    kernels::WITNESS_EXPAND.launch(
+        gpu,
         blocks(n as u64, BLOCK)?,
         BLOCK,
-        &[
-            &ones.ptr(),
-            &others.ptr(),
-            &before.ptr(),
-            &kept.ptr(),
-            &n,
-            &out.ptr(),
-        ],
+        (
+            ones.ptr(),
+            others.ptr(),
+            before.ptr(),
+            kept.ptr(),
+            n,
+            out.ptr(),
+        ),
     )?;
     // The inputs of the launch are freed only once it has run.
-    gpu.sync_lane(super::device::Lane::Main)?;
+    gpu.sync_lane(Lane::Main)?;
     Ok(out)
 }
 

@@ -38,8 +38,9 @@ compile_error!("the recorded constraint format is little-endian");
 const MAGIC: &[u8; 8] = b"c2q-r1cs";
 /// Bumped whenever the layout or the meaning of a field changes: older files are rebuilt.
 pub const FORMAT_VERSION: u32 = 1;
-/// Variables of the input kind carry this bit; aux variables are plain indices.
-const INPUT_BIT: u32 = 1 << 31;
+/// Variables of the input kind carry this bit; aux variables are plain indices. kernels/r1cs.cu
+/// reads the same encoding and is given this value at build time (`gpu::kernels`).
+pub const INPUT_BIT: u32 = 1 << 31;
 
 /// One non-zero entry of a row: a variable and the index of its coefficient.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

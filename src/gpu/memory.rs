@@ -1,0 +1,496 @@
+//! Device memory: owned buffers ([`DevBuf`]) and typed addresses into them ([`DevPtr`]), the
+//! accounting of what c2q holds on a GPU against an optional limit, and the copies between
+//! host and device (uploads through pinned staging buffers, downloads, device copies).
+//!
+//! Accounting lives beside allocation so that every byte allocated is counted and every
+//! `DevBuf` gives its bytes back on drop, whichever module made it.
+
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use anyhow::{anyhow, bail, Context, Result};
+use cudarc::driver::result as dres;
+use cudarc::driver::sys as dsys;
+use cudarc::driver::CudaContext;
+
+use super::device::{Gpu, Lane};
+
+/// A device-memory allocation failed. Retryable: the memory may be free again once other work
+/// on the GPU finishes (or after resident parameters are evicted).
+#[derive(Debug, thiserror::Error)]
+#[error("GPU {device}: out of device memory allocating {requested} bytes ({free} free of {total})")]
+pub struct OutOfDeviceMemory {
+    pub device: usize,
+    pub requested: usize,
+    pub free: usize,
+    pub total: usize,
+}
+
+/// What c2q holds on one GPU: bytes allocated now and at most, the cap it may hold, and the
+/// pinned staging buffers of large uploads.
+pub(super) struct DeviceMemory {
+    /// Shared with every live `DevBuf`, which gives its bytes back on drop.
+    allocated: Arc<AtomicU64>,
+    /// The most `allocated` has been since the last `reset_peak`.
+    peak: AtomicU64,
+    /// The most device memory c2q may hold on this GPU (0: what the GPU has).
+    limit: AtomicU64,
+    staging: Mutex<Option<Staging>>,
+}
+
+impl DeviceMemory {
+    pub(super) fn new() -> DeviceMemory {
+        DeviceMemory {
+            allocated: Arc::new(AtomicU64::new(0)),
+            peak: AtomicU64::new(0),
+            limit: AtomicU64::new(0),
+            staging: Mutex::new(None),
+        }
+    }
+}
+
+/// Two pinned host buffers: large uploads are copied into one (by all cores) while the GPU
+/// pulls the other, since DMA from pageable memory runs at a fraction of PCIe speed.
+struct Staging {
+    bufs: [*mut u8; 2],
+    events: [dsys::CUevent; 2],
+}
+
+const STAGING_BYTES: usize = 64 << 20;
+
+// SAFETY: the pinned buffers and events are only used under the Mutex that holds them.
+unsafe impl Send for Staging {}
+
+impl Staging {
+    fn new() -> Result<Staging> {
+        let mut bufs = [std::ptr::null_mut(); 2];
+        let mut events: [dsys::CUevent; 2] = [std::ptr::null_mut(); 2];
+        for k in 0..2 {
+            // SAFETY: plain pinned allocation, freed in Drop.
+            bufs[k] = unsafe { dres::malloc_host(STAGING_BYTES, 0) }
+                .context("cannot allocate pinned staging memory")? as *mut u8;
+            events[k] = dres::event::create(dsys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
+                .context("cannot create a staging event")?;
+        }
+        Ok(Staging { bufs, events })
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        for k in 0..2 {
+            // SAFETY: created in `new`, released once; failures only leak.
+            unsafe {
+                if !self.events[k].is_null() {
+                    let _ = dres::event::synchronize(self.events[k]);
+                    let _ = dres::event::destroy(self.events[k]);
+                }
+                if !self.bufs[k].is_null() {
+                    let _ = dres::free_host(self.bufs[k] as *mut std::ffi::c_void);
+                }
+            }
+        }
+    }
+}
+
+impl Gpu {
+    /// Bytes of device memory c2q holds on this GPU now.
+    pub fn allocated(&self) -> u64 {
+        self.memory.allocated.load(Ordering::Relaxed)
+    }
+
+    /// The most device memory c2q has held on this GPU since the last `reset_peak`.
+    pub fn peak_allocated(&self) -> u64 {
+        self.memory.peak.load(Ordering::Relaxed)
+    }
+
+    /// Starts a new peak measurement from what is held now.
+    pub fn reset_peak(&self) {
+        self.memory.peak.store(self.allocated(), Ordering::Relaxed);
+    }
+
+    /// Caps the device memory c2q holds on this GPU at `bytes` (None: what the GPU has), for
+    /// a GPU shared with other work: allocations past it fail as if the GPU were full, and
+    /// `mem_info` reports the GPU as that large.
+    pub fn set_memory_limit(&self, bytes: Option<usize>) {
+        self.memory
+            .limit
+            .store(bytes.map_or(0, |b| b.max(1) as u64), Ordering::Relaxed);
+    }
+
+    pub fn memory_limit(&self) -> Option<usize> {
+        match self.memory.limit.load(Ordering::Relaxed) {
+            0 => None,
+            b => Some(b as usize),
+        }
+    }
+
+    /// (free, total) device memory c2q can use: as the driver sees it, within the limit.
+    pub fn mem_info(&self) -> Result<(usize, usize)> {
+        self.bind()?;
+        let (free, total) = dres::mem_get_info().context("cannot query free device memory")?;
+        Ok(match self.memory_limit() {
+            Some(limit) => {
+                let room = limit.saturating_sub(self.allocated() as usize);
+                (free.min(room), total.min(limit))
+            }
+            None => (free, total),
+        })
+    }
+
+    /// Allocate `len` elements of `T` (uninitialised).
+    pub fn alloc<T: Copy>(&self, len: usize) -> Result<DevBuf<T>> {
+        self.bind()?;
+        let bytes = len.max(1) * std::mem::size_of::<T>();
+        // Reserve the bytes first, so that threads allocating at once cannot pass the limit
+        // together; given back if the allocation fails.
+        let held = self
+            .memory
+            .allocated
+            .fetch_add(bytes as u64, Ordering::Relaxed)
+            + bytes as u64;
+        if let Some(limit) = self.memory_limit() {
+            if held as usize > limit {
+                self.memory
+                    .allocated
+                    .fetch_sub(bytes as u64, Ordering::Relaxed);
+                return Err(OutOfDeviceMemory {
+                    device: self.info.ordinal,
+                    requested: bytes,
+                    free: limit.saturating_sub(held as usize - bytes),
+                    total: limit,
+                }
+                .into());
+            }
+        }
+        // SAFETY: plain cuMemAlloc; the pointer is owned by the returned DevBuf.
+        let result = unsafe { dres::malloc_sync(bytes) };
+        if result.is_err() {
+            self.memory
+                .allocated
+                .fetch_sub(bytes as u64, Ordering::Relaxed);
+        }
+        match result {
+            Ok(ptr) => {
+                self.memory.peak.fetch_max(held, Ordering::Relaxed);
+                Ok(DevBuf {
+                    ptr,
+                    len,
+                    bytes,
+                    ctx: self.ctx.clone(),
+                    allocated: self.memory.allocated.clone(),
+                    _t: PhantomData,
+                })
+            }
+            Err(e) if e.0 == dsys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY => {
+                let (free, total) = dres::mem_get_info().unwrap_or((0, 0));
+                Err(OutOfDeviceMemory {
+                    device: self.info.ordinal,
+                    requested: bytes,
+                    free,
+                    total,
+                }
+                .into())
+            }
+            Err(e) => Err(anyhow!(
+                "cuMemAlloc of {bytes} bytes failed on {}: {e}",
+                self.info
+            )),
+        }
+    }
+
+    /// Allocate and fill with zero bytes.
+    pub fn alloc_zeroed<T: Copy>(&self, len: usize) -> Result<DevBuf<T>> {
+        let buf = self.alloc::<T>(len)?;
+        self.memset_zero(&buf)?;
+        Ok(buf)
+    }
+
+    pub fn memset_zero<T: Copy>(&self, buf: &DevBuf<T>) -> Result<()> {
+        self.memset_zero_in(Lane::Main, buf)
+    }
+
+    pub fn memset_zero_in<T: Copy>(&self, lane: Lane, buf: &DevBuf<T>) -> Result<()> {
+        self.bind()?;
+        // SAFETY: the range lies inside `buf`; ordered on the lane's stream.
+        unsafe { dres::memset_d8_async(buf.ptr, 0, buf.bytes, self.lane(lane).cu_stream()) }
+            .context("cuMemsetD8Async failed")
+    }
+
+    /// Copy host data into `buf` starting at element `offset`, on the main lane.
+    pub fn upload<T: Copy>(&self, buf: &DevBuf<T>, offset: usize, src: &[T]) -> Result<()> {
+        self.upload_in(Lane::Main, buf, offset, src)
+    }
+
+    /// Copy host data into `buf` on `lane`; returns when the copy is done (only that lane is
+    /// waited for, so work on the other lanes keeps running meanwhile).
+    pub fn upload_in<T: Copy>(
+        &self,
+        lane: Lane,
+        buf: &DevBuf<T>,
+        offset: usize,
+        src: &[T],
+    ) -> Result<()> {
+        if offset + src.len() > buf.len {
+            bail!(
+                "upload of {} elements at {offset} overruns a buffer of {}",
+                src.len(),
+                buf.len
+            );
+        }
+        if src.is_empty() {
+            return Ok(());
+        }
+        self.bind()?;
+        let dst = buf.ptr + (offset * std::mem::size_of::<T>()) as u64;
+        // SAFETY: T is plain data (Copy limbs); the byte view covers exactly `src`.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(src.as_ptr() as *const u8, std::mem::size_of_val(src))
+        };
+        if bytes.len() >= 4 * STAGING_BYTES {
+            return self.upload_staged(lane, dst, bytes);
+        }
+        let stream = self.lane(lane);
+        // SAFETY: bounds checked above. The copy is synchronised before returning, so `src`
+        // outlives it.
+        unsafe { dres::memcpy_htod_async(dst, bytes, stream.cu_stream()) }
+            .context("host-to-device copy failed")?;
+        self.sync_lane(lane)
+    }
+
+    /// The pinned staging buffers, made on first use, held for one upload at a time.
+    fn staging(&self) -> Result<std::sync::MutexGuard<'_, Option<Staging>>> {
+        let mut guard = self
+            .memory
+            .staging
+            .lock()
+            .map_err(|_| anyhow!("staging buffers poisoned"))?;
+        if guard.is_none() {
+            *guard = Some(Staging::new()?);
+        }
+        Ok(guard)
+    }
+
+    /// Large upload through the two pinned buffers, the host copy of one piece overlapping
+    /// the DMA of the previous one.
+    fn upload_staged(&self, lane: Lane, dst: u64, bytes: &[u8]) -> Result<()> {
+        let stream = self.lane(lane);
+        use rayon::prelude::*;
+        let guard = self.staging()?;
+        let st = guard
+            .as_ref()
+            .ok_or_else(|| anyhow!("staging buffers missing"))?;
+        for (i, piece) in bytes.chunks(STAGING_BYTES).enumerate() {
+            let k = i % 2;
+            // SAFETY: the event was recorded after the last DMA out of buffer k (or never).
+            unsafe { dres::event::synchronize(st.events[k]) }
+                .context("waiting for a staging copy failed")?;
+            // SAFETY: buffer k holds STAGING_BYTES and no DMA reads it now.
+            let stage = unsafe { std::slice::from_raw_parts_mut(st.bufs[k], piece.len()) };
+            stage
+                .par_chunks_mut(1 << 20)
+                .zip(piece.par_chunks(1 << 20))
+                .for_each(|(d, s)| d.copy_from_slice(s));
+            let at = dst + (i * STAGING_BYTES) as u64;
+            // SAFETY: pinned source of piece.len() bytes, destination inside the buffer the
+            // caller checked; the event marks when the source may be reused.
+            unsafe {
+                dres::memcpy_htod_async(at, &*stage, stream.cu_stream())
+                    .context("host-to-device copy failed")?;
+                dres::event::record(st.events[k], stream.cu_stream())
+                    .context("cannot record a staging event")?;
+            }
+        }
+        self.sync_lane(lane)
+    }
+
+    /// Uploads, in order, the elements `values[i]` for which `present(i)` holds into `buf`
+    /// from byte `offset` on, over `lane`; returns how many, once the copy is done. The
+    /// selection is made while filling the pinned staging buffers (each piece counted, then
+    /// gathered to its place by all cores), so that no host copy of the selected values is
+    /// made: for a 32 GiB partition's A query that copy, 4 GB of fresh memory, took seconds.
+    pub fn upload_selected<T: Copy + Send + Sync, B: Copy>(
+        &self,
+        lane: Lane,
+        buf: &DevBuf<B>,
+        offset: usize,
+        values: &[T],
+        present: &(dyn Fn(usize) -> bool + Sync),
+    ) -> Result<usize> {
+        let size = std::mem::size_of::<T>();
+        let per_piece = (STAGING_BYTES / size).max(1);
+        self.bind()?;
+        let stream = self.lane(lane);
+        let guard = self.staging()?;
+        let st = guard
+            .as_ref()
+            .ok_or_else(|| anyhow!("staging buffers missing"))?;
+        let mut at = offset;
+        for (i, piece) in values.chunks(per_piece).enumerate() {
+            let first = i * per_piece;
+            let counts = crate::groth16::select::count(piece, first, present);
+            let count: usize = counts.iter().sum();
+            if count == 0 {
+                continue;
+            }
+            let bytes = count * size;
+            if at + bytes > buf.bytes {
+                bail!(
+                    "selected values overrun a buffer of {} bytes at byte {at}",
+                    buf.bytes
+                );
+            }
+            let k = i % 2;
+            // SAFETY: the event was recorded after the last DMA out of buffer k (or never).
+            unsafe { dres::event::synchronize(st.events[k]) }
+                .context("waiting for a staging copy failed")?;
+            // SAFETY: buffer k holds STAGING_BYTES ≥ count · size bytes, is page-aligned (so
+            // aligned for T) and no DMA reads it now.
+            let stage = unsafe { std::slice::from_raw_parts_mut(st.bufs[k] as *mut T, count) };
+            crate::groth16::select::gather(piece, first, present, &counts, stage);
+            // SAFETY: the first `bytes` bytes of buffer k were just written (pinned memory);
+            // the destination range was checked above; the event marks when k may be reused.
+            unsafe {
+                let src = std::slice::from_raw_parts(st.bufs[k] as *const u8, bytes);
+                dres::memcpy_htod_async(buf.ptr + at as u64, src, stream.cu_stream())
+                    .context("host-to-device copy failed")?;
+                dres::event::record(st.events[k], stream.cu_stream())
+                    .context("cannot record a staging event")?;
+            }
+            at += bytes;
+        }
+        self.sync_lane(lane)?;
+        Ok((at - offset) / size)
+    }
+
+    /// Copy `dst.len()` elements from `buf` at element `offset` to the host.
+    pub fn download<T: Copy>(&self, buf: &DevBuf<T>, offset: usize, dst: &mut [T]) -> Result<()> {
+        if offset + dst.len() > buf.len {
+            bail!(
+                "download of {} elements at {offset} overruns a buffer of {}",
+                dst.len(),
+                buf.len
+            );
+        }
+        if dst.is_empty() {
+            return Ok(());
+        }
+        self.bind()?;
+        let src = buf.ptr + (offset * std::mem::size_of::<T>()) as u64;
+        // SAFETY: bounds checked above; synchronised before `dst` is used.
+        unsafe { dres::memcpy_dtoh_async(dst, src, self.lane(Lane::Main).cu_stream()) }
+            .context("device-to-host copy failed")?;
+        self.sync_lane(Lane::Main)
+    }
+
+    /// Device-to-device copy of `len` elements.
+    pub fn copy<T: Copy>(
+        &self,
+        src: &DevBuf<T>,
+        src_off: usize,
+        dst: &DevBuf<T>,
+        dst_off: usize,
+        len: usize,
+    ) -> Result<()> {
+        if src_off + len > src.len || dst_off + len > dst.len {
+            bail!("device copy of {len} elements out of bounds");
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        self.bind()?;
+        let size = std::mem::size_of::<T>();
+        // SAFETY: both ranges checked above; ordered on our stream.
+        unsafe {
+            dres::memcpy_dtod_async(
+                dst.ptr + (dst_off * size) as u64,
+                src.ptr + (src_off * size) as u64,
+                len * size,
+                self.lane(Lane::Main).cu_stream(),
+            )
+        }
+        .context("device-to-device copy failed")
+    }
+}
+
+/// Owned device memory, freed on drop. Elements are plain limbs (`u32`).
+pub struct DevBuf<T> {
+    ptr: dsys::CUdeviceptr,
+    len: usize,
+    bytes: usize,
+    ctx: Arc<CudaContext>,
+    allocated: Arc<AtomicU64>,
+    _t: PhantomData<T>,
+}
+
+impl<T> DevBuf<T> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+    /// Device address of element `i` (for kernel arguments).
+    pub fn at(&self, i: usize) -> DevPtr<T> {
+        DevPtr::new(self.ptr + (i * std::mem::size_of::<T>()) as u64)
+    }
+    /// Device address of the first element (for kernel arguments).
+    pub fn ptr(&self) -> DevPtr<T> {
+        DevPtr::new(self.ptr)
+    }
+}
+
+/// The device address of an element of type `T`: what a kernel parameter `T*` takes. Typed so
+/// that a launch passing a `u64` buffer where the kernel reads `u32` limbs (or a size where it
+/// wants an address) does not compile; see `kernels`.
+#[repr(transparent)]
+pub struct DevPtr<T> {
+    addr: dsys::CUdeviceptr,
+    // fn() -> T: an address, not an owner of T, and Send + Sync whatever T is.
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> DevPtr<T> {
+    fn new(addr: dsys::CUdeviceptr) -> DevPtr<T> {
+        DevPtr {
+            addr,
+            _t: PhantomData,
+        }
+    }
+
+    /// The address as the driver takes it.
+    pub fn addr(&self) -> &dsys::CUdeviceptr {
+        &self.addr
+    }
+}
+
+// Not derived: derive would require T: Copy, and an address is copyable whatever it points to.
+impl<T> Clone for DevPtr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for DevPtr<T> {}
+
+impl<T> Drop for DevBuf<T> {
+    fn drop(&mut self) {
+        // Freeing needs the context current; errors here cannot be returned, and a failed free
+        // only leaks device memory that context teardown reclaims.
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: `ptr` came from cuMemAlloc and is freed once. cuMemFree synchronises
+            // with work still using it.
+            let _ = unsafe { dres::free_sync(self.ptr) };
+        }
+        self.allocated
+            .fetch_sub(self.bytes as u64, Ordering::Relaxed);
+    }
+}
+
+// SAFETY: a device pointer is an address in the GPU's space; access goes through the context.
+unsafe impl<T> Send for DevBuf<T> {}
+unsafe impl<T> Sync for DevBuf<T> {}
