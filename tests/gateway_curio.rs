@@ -338,37 +338,6 @@ async fn a_tokenless_grpc_door_listens_on_loopback_only() {
     env.cleanup().await;
 }
 
-/// A certificate for 127.0.0.1, self-signed: `(cert, key)`.
-fn self_signed(dir: &Path) -> (PathBuf, PathBuf) {
-    let out = Command::new("openssl")
-        .current_dir(dir)
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-keyout",
-            "gw.key",
-            "-out",
-            "gw.pem",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-        ])
-        .output()
-        .expect("run openssl");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (dir.join("gw.pem"), dir.join("gw.key"))
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn the_grpc_door_speaks_tls_with_its_certificate() {
     let env = Env::new("gwgrpctls");

@@ -10,7 +10,6 @@ mod common;
 mod queue_support;
 
 use std::io::{Read, Write};
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -191,33 +190,6 @@ async fn lotus_remote_c2_is_proved_refused_or_answered_from_the_ledger() {
     );
     drop(gw);
     env.cleanup().await;
-}
-
-/// A certificate for 127.0.0.1, self-signed: `(cert, key)`.
-fn self_signed(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
-    let out = Command::new("openssl")
-        .current_dir(dir)
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-keyout",
-            "gw.key",
-            "-out",
-            "gw.pem",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-        ])
-        .output()
-        .expect("run openssl");
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    (dir.join("gw.pem"), dir.join("gw.key"))
 }
 
 #[tokio::test(flavor = "multi_thread")]

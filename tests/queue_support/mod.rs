@@ -515,3 +515,34 @@ pub async fn wait_depth(b: &Broker, queue: &str, n: u32, timeout: Duration) {
 pub fn c2q_bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_c2q"))
 }
+
+/// A certificate for 127.0.0.1, self-signed, written into `dir`: `(cert, key)`.
+pub fn self_signed(dir: &Path) -> (PathBuf, PathBuf) {
+    let out = Command::new("openssl")
+        .current_dir(dir)
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-keyout",
+            "gw.key",
+            "-out",
+            "gw.pem",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ])
+        .output()
+        .expect("run openssl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (dir.join("gw.pem"), dir.join("gw.key"))
+}
