@@ -19,6 +19,9 @@ use lapin::BasicProperties;
 
 pub const TEST_PARAMS: &str = "/var/tmp/c2q-test-params";
 
+/// The most retries any test configures (its retry queues are deleted by `cleanup`).
+const MOST_RETRIES_IN_TESTS: u32 = 8;
+
 /// One test's world: its own queues, ledger schema and scratch directory.
 pub struct Env {
     pub prefix: String,
@@ -193,7 +196,9 @@ impl Env {
         let n = &b.names;
         let gateway_results = format!("{}.gateway.results", self.prefix);
         for q in n
-            .all_queues(self.config.retry.max_retries)
+            // Some tests give their workers more retries than `config` has: delete every retry
+            // level a test may use (deleting a queue that does not exist is not an error).
+            .all_queues(self.config.retry.max_retries.max(MOST_RETRIES_IN_TESTS))
             .into_iter()
             .chain([gateway_results])
         {
