@@ -16,6 +16,7 @@ pub mod kinds;
 pub mod params;
 pub mod porep;
 pub mod prove;
+pub mod snap;
 pub mod verify;
 
 pub mod broker;

@@ -115,6 +115,42 @@ pub fn generate(
     force: bool,
     progress: &dyn Progress,
 ) -> Result<Generated> {
+    let id = cache_id(proof)?;
+    let config = proof.as_v1_config();
+    let circuit = TestCircuit {
+        id: &id,
+        proof_name: &proof_name(proof),
+        sector_size: u64::from(proof.sector_size()),
+    };
+    write_test_parameters(&circuit, dir, force, progress, || {
+        filecoin_proofs::with_shape!(
+            u64::from(proof.sector_size()),
+            generate_for,
+            &config,
+            &id,
+            progress,
+        )
+    })
+}
+
+/// The circuit test parameters are made for: its id (the file stem), the registered proof's
+/// name (recorded in the marker) and its sector size (the `.meta` file).
+pub struct TestCircuit<'a> {
+    pub id: &'a str,
+    pub proof_name: &'a str,
+    pub sector_size: u64,
+}
+
+/// Write the test parameters `make` generates for `circuit` into `dir`: `.params`, `.vk`,
+/// `.meta` and the test marker, refusing the official directory and existing files unless
+/// `force`. Any circuit's (PoRep's, SnapDeals') test parameters are written this way.
+pub fn write_test_parameters(
+    circuit: &TestCircuit,
+    dir: &Path,
+    force: bool,
+    progress: &dyn Progress,
+    make: impl FnOnce() -> Result<crate::groth16::Srs>,
+) -> Result<Generated> {
     let official = Path::new(OFFICIAL_DIR);
     let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
         (Ok(a), Ok(b)) => a == b,
@@ -126,12 +162,12 @@ pub fn generate(
          (use --force if you really mean it)",
         dir.display()
     );
-    let id = cache_id(proof)?;
+    let id = circuit.id;
     let out = Generated {
-        params: dir.join(file_name(&id, "params")),
-        vk: dir.join(file_name(&id, "vk")),
-        meta: dir.join(file_name(&id, "meta")),
-        marker: dir.join(file_name(&id, TEST_MARKER_EXT)),
+        params: dir.join(file_name(id, "params")),
+        vk: dir.join(file_name(id, "vk")),
+        meta: dir.join(file_name(id, "meta")),
+        marker: dir.join(file_name(id, TEST_MARKER_EXT)),
         bytes: 0,
     };
     for p in [&out.params, &out.vk] {
@@ -143,14 +179,7 @@ pub fn generate(
     }
     fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
 
-    let config = proof.as_v1_config();
-    let srs = filecoin_proofs::with_shape!(
-        u64::from(proof.sector_size()),
-        generate_for,
-        &config,
-        &id,
-        progress,
-    )?;
+    let srs = make()?;
 
     progress.stage("writing files");
     // The marker goes first: a crash while writing may leave a marker without parameters,
@@ -159,7 +188,7 @@ pub fn generate(
     let note = serde_json::json!({
         "test_parameters": true,
         "generated_by": format!("c2q {} params generate", env!("CARGO_PKG_VERSION")),
-        "registered_proof": proof_name(proof),
+        "registered_proof": circuit.proof_name,
         "trusted_setup": false,
     });
     fs::write(marker, format!("{note}\n"))
@@ -173,7 +202,7 @@ pub fn generate(
     let mut vk = Vec::new();
     srs.vk.write(&mut vk)?;
     fs::write(&out.vk, vk).with_context(|| format!("cannot write {}", out.vk.display()))?;
-    let meta = serde_json::json!({ "sector_size": u64::from(proof.sector_size()) });
+    let meta = serde_json::json!({ "sector_size": circuit.sector_size });
     fs::write(&out.meta, meta.to_string())
         .with_context(|| format!("cannot write {}", out.meta.display()))?;
     let bytes = fs::metadata(&out.params)?.len();
@@ -184,6 +213,18 @@ pub fn generate(
 /// in `dir` makes concurrent callers (parallel tests, several processes) wait for one
 /// generation instead of racing.
 pub fn ensure(proof: RegisteredSealProof, dir: &Path, progress: &dyn Progress) -> Result<PathBuf> {
+    ensure_generated(dir, &cache_id(proof)?, || {
+        generate(proof, dir, false, progress).map(|_| ())
+    })
+}
+
+/// `generate` the parameters of circuit `id` in `dir` unless its `.params` file is there,
+/// under `dir`'s generation lock; the `.params` path.
+pub fn ensure_generated(
+    dir: &Path,
+    id: &str,
+    generate: impl FnOnce() -> Result<()>,
+) -> Result<PathBuf> {
     fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let lock_path = dir.join(".c2q-generate.lock");
     let lock = fs::OpenOptions::new()
@@ -194,9 +235,9 @@ pub fn ensure(proof: RegisteredSealProof, dir: &Path, progress: &dyn Progress) -
         .with_context(|| format!("cannot open {}", lock_path.display()))?;
     lock.lock()
         .with_context(|| format!("cannot lock {}", lock_path.display()))?;
-    let path = dir.join(file_name(&cache_id(proof)?, "params"));
+    let path = dir.join(file_name(id, "params"));
     if !path.is_file() {
-        generate(proof, dir, false, progress)?;
+        generate()?;
     }
     Ok(path)
 }

@@ -1,0 +1,391 @@
+//! A SnapDeals job: the input checked (partition count, commitments, the vanilla proofs
+//! verified against them), split into per-partition circuits (storage-proofs-update's
+//! `EmptySectorUpdateCompound::circuit`), and the public inputs to verify against.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail, ensure, Context, Result};
+use bellperson::{Circuit, ConstraintSystem};
+use blstrs::Scalar as Fr;
+use ff::Field;
+use filecoin_hashers::Domain;
+use filecoin_proofs::{DefaultPieceDomain, MerkleTreeTrait};
+use filecoin_proofs_api::RegisteredUpdateProof;
+use storage_proofs_core::compound_proof::CompoundProof;
+use storage_proofs_core::proof::ProofScheme;
+use storage_proofs_update::constants::TreeRHasher;
+use storage_proofs_update::{
+    EmptySectorUpdate, EmptySectorUpdateCircuit, EmptySectorUpdateCompound, PartitionProof,
+    PublicInputs, PublicParams,
+};
+
+use super::input::SnapInput;
+use super::{params, update_config, update_proof_name};
+use crate::groth16::{CompactWitness, Proof, R1cs, R1csCache, Srs, SrsCache, WitnessBuilder};
+use crate::job::{proof_bytes, ProofJob};
+
+/// The per-sector-shape part of a job, behind a trait object so that one `SnapJob` type
+/// serves every sector size.
+trait Partitions: Send + Sync {
+    fn count(&self) -> usize;
+    /// The update circuit of this sector size, recorded from its blank circuit.
+    fn record(&self, circuit_id: &str) -> Result<R1cs>;
+    fn witness(&self, k: usize) -> Result<CompactWitness>;
+    fn public_inputs(&self, k: usize) -> Result<Vec<Fr>>;
+
+    /// bellperson's own proof of partition `k`: the reference c2q is compared with.
+    #[cfg(test)]
+    fn reference_proof(&self, k: usize, srs: &Srs, r: Fr, s: Fr) -> Result<Proof>;
+}
+
+struct TreePartitions<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> {
+    public_inputs: PublicInputs,
+    public_params: PublicParams,
+    proofs: Vec<PartitionProof<Tree>>,
+}
+
+impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> TreePartitions<Tree> {
+    fn circuit(&self, k: usize) -> Result<EmptySectorUpdateCircuit<Tree>> {
+        let proof = self
+            .proofs
+            .get(k)
+            .ok_or_else(|| anyhow!("partition {k} does not exist"))?;
+        Ok(
+            <EmptySectorUpdateCompound<Tree> as CompoundProof<_, _>>::circuit(
+                &self.public_inputs,
+                (),
+                proof,
+                &self.public_params,
+                Some(k),
+            )?,
+        )
+    }
+}
+
+impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> Partitions for TreePartitions<Tree> {
+    fn count(&self) -> usize {
+        self.proofs.len()
+    }
+
+    fn record(&self, circuit_id: &str) -> Result<R1cs> {
+        let blank = <EmptySectorUpdateCompound<Tree> as CompoundProof<_, _>>::blank_circuit(
+            &self.public_params,
+        );
+        R1cs::record(circuit_id, blank)
+    }
+
+    fn witness(&self, k: usize) -> Result<CompactWitness> {
+        let circuit = self.circuit(k)?;
+        // storage-proofs asserts on malformed vanilla proofs; a bad input must be an error,
+        // not a crashed worker.
+        let built = catch_unwind(AssertUnwindSafe(|| {
+            let mut cs = WitnessBuilder::new();
+            cs.alloc_input(|| "one", || Ok(Fr::ONE))?;
+            circuit.synthesize(&mut cs)?;
+            let (input, aux) = cs.into_compact();
+            Ok::<_, anyhow::Error>(CompactWitness {
+                input: vec![input],
+                aux: vec![aux],
+            })
+        }));
+        match built {
+            Ok(result) => result.with_context(|| format!("synthesis of partition {k} failed")),
+            Err(_) => bail!("SnapDeals input is malformed: synthesis of partition {k} aborted"),
+        }
+    }
+
+    fn public_inputs(&self, k: usize) -> Result<Vec<Fr>> {
+        Ok(
+            <EmptySectorUpdateCompound<Tree> as CompoundProof<_, _>>::generate_public_inputs(
+                &self.public_inputs,
+                &self.public_params,
+                Some(k),
+            )?,
+        )
+    }
+
+    #[cfg(test)]
+    fn reference_proof(&self, k: usize, srs: &Srs, r: Fr, s: Fr) -> Result<Proof> {
+        let params = bellperson::groth16::Parameters {
+            vk: srs.vk.clone(),
+            h: Arc::new(srs.h.clone()),
+            l: Arc::new(srs.l.clone()),
+            a: Arc::new(srs.a.clone()),
+            b_g1: Arc::new(srs.b_g1.clone()),
+            b_g2: Arc::new(srs.b_g2.clone()),
+        };
+        Ok(bellperson::groth16::create_proof::<blstrs::Bls12, _, _>(
+            self.circuit(k)?,
+            &params,
+            r,
+            s,
+        )?)
+    }
+}
+
+/// One SnapDeals job, ready to prove.
+pub struct SnapJob {
+    pub input: SnapInput,
+    /// The `.params` file this job's circuits need.
+    pub params_path: PathBuf,
+    /// The circuit's id (the parameter file's stem): what its recorded constraints are for.
+    circuit_id: String,
+    partitions: Box<dyn Partitions>,
+}
+
+impl std::fmt::Debug for SnapJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SnapJob")
+            .field(
+                "registered_proof",
+                &update_proof_name(self.input.registered_proof),
+            )
+            .field("partitions", &self.partitions.count())
+            .finish()
+    }
+}
+
+impl SnapJob {
+    /// Check a SnapDeals input and prepare its partitions: as many vanilla proofs as the
+    /// update proof has partitions, each of the sector size named, all verifying against the
+    /// commitments given (proofs of another sector, or tampered ones, are refused here, before
+    /// any proving).
+    pub fn new(input: SnapInput) -> Result<SnapJob> {
+        let proof = input.registered_proof;
+        ensure!(
+            proof.major_version() == 1,
+            "registered update proof {} is not version 1",
+            update_proof_name(proof)
+        );
+        let partitions =
+            filecoin_proofs::with_shape!(input.sector_size(), build_partitions, &input,)?;
+        let circuit_id = params::cache_id(proof)?;
+        Ok(SnapJob {
+            params_path: crate::porep::params::params_path(&circuit_id),
+            circuit_id,
+            partitions,
+            input,
+        })
+    }
+
+    pub fn registered_proof(&self) -> RegisteredUpdateProof {
+        self.input.registered_proof
+    }
+
+    pub fn sector_size(&self) -> u64 {
+        self.input.sector_size()
+    }
+
+    /// Check the assembled proof bytes as the chain does: filecoin-proofs'
+    /// `verify_empty_sector_update_proof`, with the verifying key from the parameter directory.
+    pub fn verify_bytes(&self, proof: &[u8]) -> Result<()> {
+        let vk = self.params_path.with_extension("vk");
+        ensure!(
+            vk.is_file(),
+            "the verifying key {} is missing (it comes with the parameters)",
+            vk.display()
+        );
+        let input = &self.input;
+        let valid = catch_unwind(AssertUnwindSafe(|| {
+            filecoin_proofs_api::update::verify_empty_sector_update_proof(
+                input.registered_proof,
+                proof,
+                input.comm_r_old,
+                input.comm_r_new,
+                input.comm_d_new,
+            )
+        }))
+        .map_err(|_| anyhow!("filecoin-proofs' update verifier aborted"))?
+        .context("filecoin-proofs' update verifier failed")?;
+        ensure!(
+            valid,
+            "filecoin-proofs' verify_empty_sector_update_proof rejects the proof"
+        );
+        Ok(())
+    }
+}
+
+impl ProofJob for SnapJob {
+    fn partitions(&self) -> usize {
+        self.partitions.count()
+    }
+
+    fn srs(&self) -> Result<Arc<Srs>> {
+        params::require(&self.params_path, self.input.registered_proof)?;
+        SrsCache::global().get(&super::srs_key(self.sector_size()), &self.params_path)
+    }
+
+    fn r1cs(&self) -> Result<Arc<R1cs>> {
+        let file = self.params_path.with_extension("c2q-r1cs");
+        R1csCache::global().get(&self.circuit_id, Some(&file), || {
+            self.partitions.record(&self.circuit_id)
+        })
+    }
+
+    fn witness(&self, partition: usize) -> Result<CompactWitness> {
+        self.partitions.witness(partition)
+    }
+
+    /// Each partition against its public inputs (naming the one that fails), then the whole
+    /// proof through filecoin-proofs' own verifier.
+    fn verify(&self, proofs: &[Proof]) -> Result<()> {
+        ensure!(
+            proofs.len() == self.partitions.count(),
+            "{} partition proofs for a job of {} partitions",
+            proofs.len(),
+            self.partitions.count()
+        );
+        let srs = self.srs()?;
+        let pvk = bellperson::groth16::prepare_verifying_key(&srs.vk);
+        for (k, proof) in proofs.iter().enumerate() {
+            let inputs = self.partitions.public_inputs(k)?;
+            let ok = bellperson::groth16::verify_proof(&pvk, proof, &inputs)
+                .map_err(|e| anyhow!("verification of partition {k} failed: {e}"))?;
+            ensure!(ok, "partition {k}'s proof does not verify");
+        }
+        self.verify_bytes(&proof_bytes(proofs)?)
+    }
+}
+
+fn build_partitions<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    input: &SnapInput,
+) -> Result<Box<dyn Partitions>> {
+    let proof = input.registered_proof;
+    let name = update_proof_name(proof);
+    let config = update_config(proof);
+    let expected = usize::from(config.update_partitions);
+    ensure!(
+        input.vanilla_proofs.len() == expected,
+        "{} vanilla partition proofs, {name} has {expected} partitions",
+        input.vanilla_proofs.len()
+    );
+    // Sector shapes share Rust types (2 KiB and 8 MiB trees are alike), so decoding cannot
+    // tell them apart; the count of apex leaves and challenges, checked by the verifier below,
+    // can.
+    let proofs = input
+        .vanilla_proofs
+        .iter()
+        .enumerate()
+        .map(|(k, bytes)| {
+            bincode::deserialize::<PartitionProof<Tree>>(bytes).map_err(|e| {
+                anyhow!("vanilla proof of partition {k} is not a {name} partition proof: {e}")
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let domain = |bytes: &[u8; 32], what: &str| {
+        <TreeRHasher as filecoin_hashers::Hasher>::Domain::try_from_bytes(bytes)
+            .with_context(|| format!("{what} is not a field element"))
+    };
+    let public_inputs = PublicInputs {
+        k: expected,
+        comm_r_old: domain(&input.comm_r_old, "comm_r_old")?,
+        comm_d_new: DefaultPieceDomain::try_from_bytes(&input.comm_d_new)
+            .context("comm_d_new is not a field element")?,
+        comm_r_new: domain(&input.comm_r_new, "comm_r_new")?,
+        h: config.h,
+    };
+    let public_params = params::public_params(proof);
+    // Checking the vanilla proofs costs hashing, not proving: a tampered input or one for
+    // another sector is caught here with a clear error instead of as a proof that fails.
+    let valid = catch_unwind(AssertUnwindSafe(|| {
+        EmptySectorUpdate::<Tree>::verify_all_partitions(&public_params, &public_inputs, &proofs)
+    }));
+    match valid {
+        Ok(Ok(true)) => {}
+        Ok(Ok(false)) => bail!(
+            "the vanilla proofs do not verify against comm_r_old, comm_r_new and comm_d_new: \
+             they are for another sector or update, or tampered"
+        ),
+        Ok(Err(e)) => bail!("the vanilla proofs cannot be checked: {e:#}"),
+        Err(_) => bail!("the vanilla proofs are malformed: checking them aborted"),
+    }
+    Ok(Box::new(TreePartitions {
+        public_inputs,
+        public_params,
+        proofs,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::groth16::{self, setup::Quiet, CpuBackend};
+    use crate::snap::testdata;
+    use rand::SeedableRng;
+
+    const TEST_PARAMS: &str = "/var/tmp/c2q-test-params";
+
+    fn with_test_params() {
+        let dir = std::path::Path::new(TEST_PARAMS);
+        std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", dir);
+        params::ensure(RegisteredUpdateProof::StackedDrg2KiBV1, dir, &Quiet).unwrap();
+    }
+
+    /// A real 2 KiB update: c2q's proof equals bellperson's byte for byte, and passes both
+    /// verifiers (per partition, and filecoin-proofs' on the assembled bytes).
+    #[test]
+    fn snap_partition_is_identical_to_bellperson() {
+        with_test_params();
+        let input = testdata::update_2kib(1000, 7, 11).unwrap();
+        let job = SnapJob::new(input).unwrap();
+        assert_eq!(job.partitions(), 1);
+        let srs = job.srs().unwrap();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(42);
+        let (r, s) = (Fr::random(&mut rng), Fr::random(&mut rng));
+        let assignment = job.synthesize(0).unwrap();
+        let ours = groth16::prove(&CpuBackend, &srs, assignment, r, s).unwrap();
+        let reference = job.partitions.reference_proof(0, &srs, r, s).unwrap();
+        let bytes = |p: &Proof| {
+            let mut v = Vec::new();
+            p.write(&mut v).unwrap();
+            v
+        };
+        assert_eq!(bytes(&ours), bytes(&reference));
+        job.verify(std::slice::from_ref(&ours)).unwrap();
+
+        // A proof of another update does not pass for this one.
+        let other = SnapJob::new(testdata::update_2kib(1000, 7, 12).unwrap()).unwrap();
+        let e = other.verify(&[ours]).unwrap_err();
+        assert!(format!("{e:#}").contains("does not verify"), "{e:#}");
+    }
+
+    /// Inputs a SnapDeals pipeline could not have made for these commitments are refused
+    /// when the job is built, each with its reason.
+    #[test]
+    fn bad_snap_inputs_are_refused_with_a_reason() {
+        let good = testdata::update_2kib(1000, 8, 21).unwrap();
+        let other = testdata::update_2kib(1000, 8, 22).unwrap();
+        let refused = |input: SnapInput| format!("{:#}", SnapJob::new(input).unwrap_err());
+
+        let mut two = good.clone();
+        two.vanilla_proofs.push(good.vanilla_proofs[0].clone());
+        assert!(refused(two).contains("2 vanilla partition proofs"));
+
+        let mut bigger = good.clone();
+        bigger.registered_proof = RegisteredUpdateProof::StackedDrg8MiBV1;
+        assert!(refused(bigger).contains("StackedDrg8MiBV1 has 4 partitions"));
+
+        let mut elsewhere = good.clone();
+        elsewhere.comm_r_new = other.comm_r_new;
+        assert!(refused(elsewhere).contains("do not verify"));
+
+        let mut swapped = good.clone();
+        swapped.vanilla_proofs = other.vanilla_proofs.clone();
+        assert!(refused(swapped).contains("do not verify"));
+
+        let mut tampered = good.clone();
+        let proof = &mut tampered.vanilla_proofs[0];
+        let middle = proof.len() / 2;
+        proof[middle] ^= 1;
+        let e = refused(tampered);
+        assert!(e.contains("do not verify") || e.contains("vanilla"), "{e}");
+
+        let mut truncated = good.clone();
+        truncated.vanilla_proofs[0].truncate(100);
+        assert!(refused(truncated).contains("not a StackedDrg2KiBV1 partition proof"));
+
+        SnapJob::new(good).unwrap();
+    }
+}
