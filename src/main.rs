@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 use c2q::groth16::setup::Progress;
 use c2q::job::ProofJob;
 use c2q::porep::{self, PorepJob};
+use c2q::snap::{self, SnapJob};
 use c2q::prove::{prove_job, Stage};
 
 /// Exit codes, so scripts can tell bad input from missing parameters from a failed proof.
@@ -32,7 +33,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Prove one C1 output locally (no broker, no database), verify it, and write the proof.
+    /// Prove one C1 output, or one SnapDeals update, locally (no broker, no database), verify
+    /// it, and write the proof.
     Prove(ProveArgs),
     /// Check a proof (raw bytes or the worker's result message) against the C1 output it was
     /// made from, with filecoin-proofs' verifier; or a canary's proof against its seed. Prints
@@ -108,6 +110,23 @@ enum TestdataCommand {
     /// --shape-only, write a C1 output of any sector size with the real shape and random values
     /// (for benchmarks: it cannot be proved).
     C1(TestC1Args),
+    /// Seal a 2 KiB committed-capacity sector, encode random data into it with filecoin-proofs,
+    /// and write the SnapDeals input (`c2q prove` takes it, `c2q submit --snap` queues it).
+    Snap(TestSnapArgs),
+}
+
+#[derive(clap::Args)]
+struct TestSnapArgs {
+    /// The miner the sector key is sealed for.
+    #[arg(long, default_value_t = 1000)]
+    miner: u64,
+    #[arg(long, default_value_t = 1)]
+    sector: u64,
+    /// Seed for the sector's random data.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[arg(long)]
+    out: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -136,14 +155,19 @@ struct TestC1Args {
 
 #[derive(clap::Args)]
 struct ProveArgs {
-    /// The C1 output: filecoin-ffi's SealCommitPhase1Output JSON, or lotus-bench's Commit2In.
+    /// The C1 output (filecoin-ffi's SealCommitPhase1Output JSON, or lotus-bench's Commit2In),
+    /// or a SnapDeals input (`registered_proof`, `comm_r_old`, `comm_r_new`, `comm_d_new`,
+    /// `vanilla_proofs`; recognised by its fields).
     file: PathBuf,
-    /// The miner's actor id (the number in f0…/t0…).
+    /// The miner's actor id (the number in f0…/t0…). Required for PoRep.
     #[arg(long)]
-    miner: u64,
-    /// The sector number.
+    miner: Option<u64>,
+    /// The sector number. Required for PoRep.
     #[arg(long)]
-    sector: u64,
+    sector: Option<u64>,
+    /// The input is a SnapDeals update (`ProveReplicaUpdate2`), whatever it looks like.
+    #[arg(long)]
+    snap: bool,
     /// Where to write the proof (192 bytes per partition). Default: FILE.proof
     #[arg(long)]
     out: Option<PathBuf>,
@@ -184,9 +208,13 @@ enum ParamsCommand {
 
 #[derive(clap::Args)]
 struct GenerateArgs {
-    /// Registered proof, e.g. StackedDrg2KiBV1_1.
+    /// Registered proof, e.g. StackedDrg2KiBV1_1; with --snap a registered update proof, e.g.
+    /// StackedDrg2KiBV1.
     #[arg(long)]
     proof: String,
+    /// The SnapDeals (empty sector update) circuit of the proof's sector size.
+    #[arg(long)]
+    snap: bool,
     /// Directory to write into (created if missing).
     #[arg(long)]
     dir: PathBuf,
@@ -223,6 +251,10 @@ fn main() -> ExitCode {
             params_exit(c2q::params::cli::fetch_cmd(&args))
         }
         Command::Testdata(TestdataCommand::C1(args)) => match test_c1(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(EXIT_FAILED, &e),
+        },
+        Command::Testdata(TestdataCommand::Snap(args)) => match test_snap(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(EXIT_FAILED, &e),
         },
@@ -332,7 +364,6 @@ fn prove(args: ProveArgs) -> ExitCode {
         Ok(job) => job,
         Err(e) => return fail(EXIT_BAD_INPUT, &e),
     };
-    let job = std::sync::Arc::new(job);
     let limit = match args
         .gpu_memory_gib
         .map(c2q::config::gib_to_bytes)
@@ -346,7 +377,7 @@ fn prove(args: ProveArgs) -> ExitCode {
         Err(e) => return fail(EXIT_FAILED, &e),
     };
     let backend_names: Vec<String> = backends.iter().map(|b| b.name()).collect();
-    let (proof, timings) = match prove_job(job.clone(), backends, args.synthesis_threads) {
+    let (proof, timings) = match prove_job(job.proof_job(), backends, args.synthesis_threads) {
         Ok(done) => done,
         Err(e) => {
             let code = match e.stage {
@@ -368,26 +399,34 @@ fn prove(args: ProveArgs) -> ExitCode {
         Ok(n) => n,
         Err(e) => return fail(EXIT_FAILED, &e),
     };
+    let partitions = job.proof_job().partitions();
     if args.json {
-        let report = serde_json::json!({
-            "registered_proof": porep::proof_name(job.registered_proof),
-            "miner": job.miner_id,
-            "sector": job.sector_number,
-            "partitions": job.partitions(),
+        let mut report = serde_json::json!({
+            "registered_proof": job.proof_name(),
+            "partitions": partitions,
             "proof_bytes": bytes,
             "out": out,
             "verified": true,
             "backend": backend_names.join(", "),
             "timings": timings,
         });
+        if let ProveInput::Porep(porep) = &job {
+            report["miner"] = porep.miner_id.into();
+            report["sector"] = porep.sector_number.into();
+        }
         println!("{report}");
     } else {
+        let what = match &job {
+            ProveInput::Porep(porep) => format!(
+                "proof for {} sector {} of miner {}",
+                job.proof_name(),
+                porep.sector_number,
+                porep.miner_id
+            ),
+            ProveInput::Snap(_) => format!("SnapDeals update proof for {}", job.proof_name()),
+        };
         println!(
-            "proof for {} sector {} of miner {}: {} partitions, {bytes} bytes, verified, written to {}",
-            porep::proof_name(job.registered_proof),
-            job.sector_number,
-            job.miner_id,
-            job.partitions(),
+            "{what}: {partitions} partitions, {bytes} bytes, verified, written to {}",
             out.display()
         );
         println!(
@@ -421,9 +460,41 @@ fn verify(args: &c2q::verify::VerifyArgs) -> ExitCode {
     }
 }
 
-fn read_job(args: &ProveArgs) -> Result<PorepJob> {
+/// What `c2q prove` was given.
+enum ProveInput {
+    Porep(std::sync::Arc<PorepJob>),
+    Snap(std::sync::Arc<SnapJob>),
+}
+
+impl ProveInput {
+    fn proof_job(&self) -> std::sync::Arc<dyn ProofJob> {
+        match self {
+            ProveInput::Porep(job) => job.clone(),
+            ProveInput::Snap(job) => job.clone(),
+        }
+    }
+
+    fn proof_name(&self) -> String {
+        match self {
+            ProveInput::Porep(job) => porep::proof_name(job.registered_proof),
+            ProveInput::Snap(job) => snap::update_proof_name(job.registered_proof()),
+        }
+    }
+}
+
+fn read_job(args: &ProveArgs) -> Result<ProveInput> {
+    let context = || format!("{}", args.file.display());
+    if args.snap || snap::is_snap_input_file(&args.file)? {
+        let input = snap::read_snap_input_file(&args.file)?;
+        let job = SnapJob::new(input).with_context(context)?;
+        return Ok(ProveInput::Snap(std::sync::Arc::new(job)));
+    }
+    let (Some(miner), Some(sector)) = (args.miner, args.sector) else {
+        anyhow::bail!("a PoRep C1 output is proved for a miner and sector: give --miner and --sector");
+    };
     let c1 = porep::read_c1_file(&args.file)?;
-    PorepJob::new(c1, args.miner, args.sector).with_context(|| format!("{}", args.file.display()))
+    let job = PorepJob::new(c1, miner, sector).with_context(context)?;
+    Ok(ProveInput::Porep(std::sync::Arc::new(job)))
 }
 
 fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
@@ -458,27 +529,60 @@ impl Progress for StderrProgress {
 }
 
 fn generate(args: GenerateArgs) -> Result<()> {
-    let proof = porep::proof_from_name(&args.proof)?;
     let progress = StderrProgress {
         started: Instant::now(),
         last_tenth: AtomicUsize::new(0),
     };
+    if args.snap {
+        let proof = snap::update_proof_from_name(&args.proof)?;
+        if args.if_missing {
+            let path = snap::params::ensure(proof, &args.dir, &progress)?;
+            println!("{}", path.display());
+            return Ok(());
+        }
+        warn_test_parameters(&args.proof);
+        let out = snap::params::generate(proof, &args.dir, args.force, &progress)?;
+        return report_generated(&out, &progress);
+    }
+    let proof = porep::proof_from_name(&args.proof)?;
     if args.if_missing {
         let path = porep::params::ensure(proof, &args.dir, &progress)?;
         println!("{}", path.display());
         return Ok(());
     }
+    warn_test_parameters(&args.proof);
+    let out = porep::params::generate(proof, &args.dir, args.force, &progress)?;
+    report_generated(&out, &progress)
+}
+
+fn warn_test_parameters(proof: &str) {
     eprintln!(
         "WARNING: generating random TEST parameters for {}. They are not a trusted setup: \
          whoever ran this could forge proofs. Never use them for real sectors.",
-        args.proof
+        proof
     );
-    let out = porep::params::generate(proof, &args.dir, args.force, &progress)?;
+}
+
+fn report_generated(out: &porep::params::Generated, progress: &StderrProgress) -> Result<()> {
     eprintln!("[{:6.1} s] done", progress.started.elapsed().as_secs_f64());
     println!("{} ({} bytes)", out.params.display(), out.bytes);
     println!("{}", out.vk.display());
     println!("{}", out.meta.display());
     println!("{}", out.marker.display());
+    Ok(())
+}
+
+fn test_snap(args: &TestSnapArgs) -> Result<()> {
+    let input = snap::testdata::update_2kib(args.miner, args.sector, args.seed)?;
+    std::fs::write(&args.out, input.to_json()?)
+        .with_context(|| format!("cannot write {}", args.out.display()))?;
+    println!(
+        "{}: SnapDeals input of a {} test update (sector key sealed for miner {} sector {})",
+        args.out.display(),
+        snap::update_proof_name(input.registered_proof),
+        args.miner,
+        args.sector
+    );
     Ok(())
 }
 

@@ -105,6 +105,30 @@ pub fn read_snap_input_file(path: &Path) -> Result<SnapInput> {
     parse_snap_input(&bytes).with_context(|| format!("{}", path.display()))
 }
 
+/// Whether bytes look like a SnapDeals input (a JSON object with `comm_r_old` and
+/// `vanilla_proofs`) rather than a C1 output; nothing else is checked.
+pub fn is_snap_input(bytes: &[u8]) -> bool {
+    #[derive(Deserialize)]
+    struct Keys {
+        comm_r_old: Option<serde::de::IgnoredAny>,
+        vanilla_proofs: Option<serde::de::IgnoredAny>,
+    }
+    matches!(
+        serde_json::from_slice::<Keys>(bytes),
+        Ok(Keys { comm_r_old: Some(_), vanilla_proofs: Some(_) })
+    )
+}
+
+/// [`is_snap_input`] of a file; a file too large to be a SnapDeals input is not one.
+pub fn is_snap_input_file(path: &Path) -> Result<bool> {
+    let meta = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
+    if meta.len() > MAX_SNAP_INPUT_BYTES as u64 {
+        return Ok(false);
+    }
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(is_snap_input(&bytes))
+}
+
 impl SnapInput {
     /// The document [`parse_snap_input`] reads, commitments as CIDs.
     pub fn to_json(&self) -> Result<Vec<u8>> {
@@ -146,6 +170,9 @@ mod tests {
         doc["comm_r_old"] = serde_json::json!(hex::encode([1u8; 32]));
         let again = parse_snap_input(&serde_json::to_vec(&doc).unwrap()).unwrap();
         assert_eq!(again, input);
+        assert!(is_snap_input(&input.to_json().unwrap()));
+        assert!(!is_snap_input(br#"{"registered_proof": "StackedDrg2KiBV1_1", "comm_r": []}"#));
+        assert!(!is_snap_input(b"not json"));
     }
 
     #[test]

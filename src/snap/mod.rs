@@ -14,7 +14,10 @@ pub mod testdata;
 use filecoin_proofs::SectorUpdateConfig;
 use filecoin_proofs_api::RegisteredUpdateProof;
 
-pub use input::{parse_snap_input, read_snap_input_file, SnapInput, MAX_SNAP_INPUT_BYTES};
+pub use input::{
+    is_snap_input, is_snap_input_file, parse_snap_input, read_snap_input_file, SnapInput,
+    MAX_SNAP_INPUT_BYTES,
+};
 pub use job::SnapJob;
 
 /// Every registered update proof, smallest sector first.
