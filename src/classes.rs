@@ -1,7 +1,8 @@
 //! Size classes: jobs grouped by how much memory proving them takes, so that each waits in a
 //! queue of its own (`{P}.jobs.<class>`) and is fetched only by workers that can hold it.
 //!
-//! A PoRep job's class is its sector size; a canary's is the smallest of a few partition
+//! A PoRep job's class is its sector size, a SnapDeals job's its sector size too (in classes of
+//! their own: the circuits differ); a canary's is the smallest of a few partition
 //! buckets that holds its partition count (canaries stand in for sizes in tests and health
 //! checks). A worker serves every class whose worst case its limits and memory budget admit,
 //! or the classes its configuration names; a job of a class no running worker serves waits in
@@ -24,16 +25,24 @@ const CANARY_BUCKETS: [u32; 4] = [1, 4, 16, crate::canary::MAX_PARTITIONS as u32
 pub enum SizeClass {
     /// Canaries of up to this many partitions (and more than the next smaller bucket's).
     Canary { partitions: u32 },
+    /// SnapDeals updates of one sector size, in bytes. Ordered before PoRep: a worker fetches
+    /// PoRep first, whose proofs wait on a chain deadline.
+    Snap { sector_size: u64 },
     /// PoRep C2 of one sector size, in bytes.
     Porep { sector_size: u64 },
 }
 
 impl SizeClass {
-    /// Every class, smallest first: canaries, then PoRep sector sizes.
+    /// Every class in order: canaries, SnapDeals and PoRep sector sizes, smallest first.
     pub fn all() -> Vec<SizeClass> {
         CANARY_BUCKETS
             .iter()
             .map(|&partitions| SizeClass::Canary { partitions })
+            .chain(
+                SECTOR_SIZES
+                    .iter()
+                    .map(|&sector_size| SizeClass::Snap { sector_size }),
+            )
             .chain(
                 SECTOR_SIZES
                     .iter()
@@ -52,6 +61,12 @@ impl SizeClass {
                     .contains(&size)
                     .then_some(SizeClass::Porep { sector_size: size })
             }
+            JobKind::SnapProve => {
+                let size = estimate::sector_size_of(&job.registered_proof)?;
+                SECTOR_SIZES
+                    .contains(&size)
+                    .then_some(SizeClass::Snap { sector_size: size })
+            }
             JobKind::Canary => {
                 let wanted = job.canary.as_ref()?.partitions;
                 if wanted == 0 {
@@ -69,6 +84,7 @@ impl SizeClass {
     pub fn key(&self) -> String {
         match *self {
             SizeClass::Canary { partitions } => format!("canary-{partitions}"),
+            SizeClass::Snap { sector_size } => format!("snap-{}", size_name(sector_size)),
             SizeClass::Porep { sector_size } => format!("porep-{}", size_name(sector_size)),
         }
     }
@@ -95,6 +111,9 @@ impl SizeClass {
             SizeClass::Canary { partitions } => {
                 kinds::canary_estimate(u64::from(partitions), in_flight)
             }
+            SizeClass::Snap { sector_size } => {
+                kinds::snap_estimate(sector_size, in_flight, in_flight)
+            }
             SizeClass::Porep { sector_size } => {
                 kinds::porep_estimate(sector_size, in_flight, in_flight)
             }
@@ -105,7 +124,9 @@ impl SizeClass {
     pub fn within(&self, limits: &Limits) -> bool {
         match *self {
             SizeClass::Canary { partitions } => partitions <= limits.max_canary_partitions,
-            SizeClass::Porep { sector_size } => sector_size <= limits.sector_size_limit(),
+            SizeClass::Snap { sector_size } | SizeClass::Porep { sector_size } => {
+                sector_size <= limits.sector_size_limit()
+            }
         }
     }
 
@@ -211,6 +232,11 @@ mod tests {
                 "canary-4",
                 "canary-16",
                 "canary-64",
+                "snap-2k",
+                "snap-8m",
+                "snap-512m",
+                "snap-32g",
+                "snap-64g",
                 "porep-2k",
                 "porep-8m",
                 "porep-512m",
@@ -236,6 +262,12 @@ mod tests {
             Some("porep-2k")
         );
         assert_eq!(of(&porep("StackedDrg3GiBV1")), None);
+        let snap = |proof: &str| JobV1 {
+            kind: JobKind::SnapProve,
+            ..porep(proof)
+        };
+        assert_eq!(of(&snap("StackedDrg32GiBV1")).as_deref(), Some("snap-32g"));
+        assert_eq!(of(&snap("StackedDrg2KiBV1")).as_deref(), Some("snap-2k"));
         assert_eq!(of(&canary(1)).as_deref(), Some("canary-1"));
         assert_eq!(of(&canary(2)).as_deref(), Some("canary-4"));
         assert_eq!(of(&canary(16)).as_deref(), Some("canary-16"));
@@ -254,7 +286,10 @@ mod tests {
         };
         let served = SizeClass::served(&limits, 3, 1024 * gib).unwrap();
         let keys: Vec<String> = served.iter().map(|c| c.key()).collect();
-        assert_eq!(keys, ["porep-8m", "porep-2k", "canary-4", "canary-1"]);
+        assert_eq!(
+            keys,
+            ["porep-8m", "porep-2k", "snap-8m", "snap-2k", "canary-4", "canary-1"]
+        );
 
         // A budget too small for 8 MiB drops that class, not the worker.
         let porep_8m = SizeClass::Porep {

@@ -35,7 +35,8 @@ async fn connect(config: &Config) -> Result<Broker> {
 
 #[derive(clap::Args, Debug)]
 pub struct SubmitArgs {
-    /// C1 output: raw JSON as filecoin-ffi wrote it, or lotus-bench `Commit2In` JSON.
+    /// C1 output (raw JSON as filecoin-ffi wrote it, or lotus-bench `Commit2In` JSON), or a
+    /// SnapDeals input (`c2q prove` says what it holds), queued as a `snap-prove` job.
     #[arg(required_unless_present = "canary")]
     pub file: Option<PathBuf>,
     #[arg(long)]
@@ -94,6 +95,30 @@ pub fn read_c1(path: &Path) -> Result<(Vec<u8>, String)> {
     Ok((c1, proof))
 }
 
+/// A SnapDeals input file as `c2q submit` queues it.
+struct SnapFile {
+    bytes: Vec<u8>,
+    registered_proof: String,
+}
+
+/// The SnapDeals input `args.file` holds, parsed so that a bad one is refused here; `None`
+/// when it holds something else (a C1 output).
+fn read_snap_input(args: &SubmitArgs) -> Result<Option<SnapFile>> {
+    let Some(path) = args.file.as_deref() else {
+        return Ok(None);
+    };
+    if !crate::snap::is_snap_input_file(path)? {
+        return Ok(None);
+    }
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let input = crate::snap::parse_snap_input(&bytes)
+        .with_context(|| format!("{} is not a valid SnapDeals input", path.display()))?;
+    Ok(Some(SnapFile {
+        bytes,
+        registered_proof: crate::snap::update_proof_name(input.registered_proof),
+    }))
+}
+
 /// Build the job message for `c2q submit`.
 pub fn build_job(args: &SubmitArgs) -> Result<JobV1> {
     let mut digest = Sha256::new();
@@ -111,6 +136,12 @@ pub fn build_job(args: &SubmitArgs) -> Result<JobV1> {
             seed,
         };
         (JobKind::Canary, "canary".to_string(), vec![], Some(spec))
+    } else if let Some(input) = read_snap_input(args)? {
+        // The default job id hashes the input, as for C1 outputs.
+        digest.update(&input.bytes);
+        let compressed =
+            zstd::encode_all(&input.bytes[..], 3).context("compressing the SnapDeals input")?;
+        (JobKind::SnapProve, input.registered_proof, compressed, None)
     } else {
         let path = args.file.as_deref().context("a C1 file is required")?;
         let (c1, proof) = read_c1(path)?;

@@ -12,6 +12,7 @@ use crate::job::ProofJob;
 use crate::pipeline::Stage;
 use crate::porep::{self, parse_c1, proof_name, PorepJob};
 use crate::schema::{DecodedJob, ErrorKind, JobError, JobKind, Limits};
+use crate::snap::{self, parse_snap_input, update_proof_name, SnapJob};
 
 /// A job ready for the pipeline, with what it may hold in memory.
 pub struct Built {
@@ -70,6 +71,35 @@ pub fn build(decoded: &DecodedJob, limits: &Limits, in_flight: u64) -> Result<Bu
                 job: Arc::new(porep),
             })
         }
+        JobKind::SnapProve => {
+            if let Some(size) = sector_size_of(&job.registered_proof) {
+                if size > limits.sector_size_limit() {
+                    return Err(oversize_sector(size, limits));
+                }
+            }
+            let input = parse_snap_input(&decoded.c1)
+                .map_err(|e| JobError::new(ErrorKind::InvalidInput, format!("{e:#}")))?;
+            let found = update_proof_name(input.registered_proof);
+            if found != job.registered_proof {
+                return Err(JobError::new(
+                    ErrorKind::ProofTypeMismatch,
+                    format!(
+                        "job says {}, the SnapDeals input is for {found}",
+                        job.registered_proof
+                    ),
+                ));
+            }
+            let sector_size = input.sector_size();
+            if sector_size > limits.sector_size_limit() {
+                return Err(oversize_sector(sector_size, limits));
+            }
+            let snap = SnapJob::new(input)
+                .map_err(|e| JobError::new(ErrorKind::InvalidInput, format!("{e:#}")))?;
+            Ok(Built {
+                estimate: snap_estimate(sector_size, snap.partitions() as u64, in_flight),
+                job: Arc::new(snap),
+            })
+        }
     }
 }
 
@@ -90,6 +120,8 @@ pub fn failure_kind(stage: Stage, kind: JobKind) -> ErrorKind {
         // Synthesis of a PoRep partition fails on inputs that do not describe a sealed
         // sector: permanent. Everything else may be the machine's fault.
         (Stage::Synthesis, JobKind::PorepC2) => ErrorKind::MalformedC1,
+        // Likewise for vanilla proofs that passed their check but do not synthesize.
+        (Stage::Synthesis, JobKind::SnapProve) => ErrorKind::InvalidInput,
         // Retried like a transient failure, under its own name.
         (Stage::Verify, _) => ErrorKind::VerificationFailed,
         (Stage::Srs | Stage::Synthesis | Stage::Start | Stage::Finish, _) => ErrorKind::Transient,
@@ -132,6 +164,32 @@ pub fn porep_estimate(sector_size: u64, partitions: u64, in_flight: u64) -> Esti
     }
 }
 
+/// The estimate of a SnapDeals job of this sector size and partition count, in a pipeline
+/// that keeps `in_flight` partitions alive.
+pub fn snap_estimate(sector_size: u64, partitions: u64, in_flight: u64) -> Estimate {
+    // (resident: the SRS and the recorded constraints; per partition with A, B, C on the CPU;
+    // on the GPU). 2 KiB, measured with `c2q prove --backend cpu` on a test update: parameters
+    // 656 MB, recorded constraints 95 MB, peak RSS 1.11 GB. Larger sizes are not measured:
+    // scaled from their circuits against PoRep's measured figures. The update circuit's
+    // constraints are mostly its 86 challenges' SHA-256 paths through TreeD (the sector's
+    // depth each), ~81M per partition at 32 GiB and 64 GiB against PoRep's 130M (so ~62 % of
+    // PoRep's SRS and working set), ~60M at 512 MiB; 8 MiB has 10 challenges per partition.
+    let (srs, per_partition, per_partition_on_gpu) = match sector_size {
+        s if s <= 2 * KIB => (768 * MIB, 512 * MIB, 128 * MIB),
+        s if s <= 8 * MIB => (2 * GIB, GIB, 256 * MIB),
+        s if s <= 512 * MIB => (28 * GIB, 8 * GIB, GIB),
+        _ => (36 * GIB, 10 * GIB, GIB),
+    };
+    Estimate {
+        srs_key: snap::srs_key(sector_size),
+        srs_bytes: srs,
+        per_partition,
+        per_partition_on_gpu,
+        partitions,
+        in_flight,
+    }
+}
+
 /// The canary circuit: a few thousand constraints, parameters generated in-process.
 pub fn canary_estimate(partitions: u64, in_flight: u64) -> Estimate {
     Estimate {
@@ -144,9 +202,10 @@ pub fn canary_estimate(partitions: u64, in_flight: u64) -> Estimate {
     }
 }
 
-/// The worst case of every job kind a worker with these limits accepts (for the PoRep kind, its
-/// largest sector with as many partitions as the pipeline keeps alive): what the gate must
-/// have free before a message is fetched, with each kind's SRS counted while it is not loaded.
+/// The worst case of every job kind a worker with these limits accepts (for PoRep and
+/// SnapDeals, their largest sector with as many partitions as the pipeline keeps alive): what
+/// the gate must have free before a message is fetched, with each kind's SRS counted while it
+/// is not loaded.
 pub fn worst_cases(
     max_sector_size: u64,
     max_canary_partitions: u64,
@@ -156,14 +215,17 @@ pub fn worst_cases(
         .iter()
         .map(|kind| match kind {
             JobKind::PorepC2 => porep_estimate(max_sector_size, in_flight, in_flight),
+            JobKind::SnapProve => snap_estimate(max_sector_size, in_flight, in_flight),
             JobKind::Canary => canary_estimate(max_canary_partitions, in_flight),
         })
         .collect()
 }
 
-/// The largest sector size up to `at_most` whose worst case, beside the canary's, fits
+/// The largest sector size up to `at_most` whose PoRep worst case, beside the canary's, fits
 /// `job_budget`: what a worker without a configured sector limit takes. `None` when not even
-/// the smallest fits.
+/// the smallest fits. SnapDeals sizes are not held against it: a worker serves each SnapDeals
+/// size class whose own worst case fits (`classes`), so that a SnapDeals size it cannot hold
+/// never narrows the PoRep sectors it proves.
 pub fn largest_sector_within(
     job_budget: u64,
     at_most: u64,
@@ -175,7 +237,13 @@ pub fn largest_sector_within(
         .rev()
         .copied()
         .filter(|&size| size <= at_most)
-        .find(|&size| largest(&worst_cases(size, max_canary_partitions, in_flight)) <= job_budget)
+        .find(|&size| {
+            let porep_and_canary = [
+                porep_estimate(size, in_flight, in_flight),
+                canary_estimate(max_canary_partitions, in_flight),
+            ];
+            largest(&porep_and_canary) <= job_budget
+        })
 }
 
 #[cfg(test)]
@@ -227,7 +295,7 @@ mod tests {
         );
         assert_eq!(within(GIB), None);
         // Exactly the worst case of a size is enough for it.
-        let exact = largest(&worst_cases(8 * MIB, 64, 3));
+        let exact = largest(&[porep_estimate(8 * MIB, 3, 3), canary_estimate(64, 3)]);
         assert_eq!(within(exact), Some(8 * MIB));
         assert_eq!(within(exact - 1), Some(2 * KIB));
     }
@@ -274,11 +342,78 @@ mod tests {
         assert!(e.message.contains("--shape-only"), "{}", e.message);
     }
 
+    /// The `snap-prove` example in `schemas/examples/` is a whole 2 KiB update: it decodes as
+    /// a worker decodes it and builds a job (its vanilla proofs verify), in the snap-2k class;
+    /// the same input under another proof name, or tampered, is a permanent failure.
+    #[test]
+    fn the_snap_example_builds_and_bad_snap_jobs_fail_for_good() {
+        use base64::Engine;
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/schemas/examples/job.snap-prove.json"
+        );
+        let mut example: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let b64 = example["phase1_output"].as_str().unwrap().to_string();
+        example["phase1_output"] = serde_json::Value::Null;
+        let mut job: JobV1 = serde_json::from_value(serde_json::json!({
+            "v": example["v"], "job_id": example["job_id"], "kind": example["kind"],
+            "registered_proof": example["registered_proof"], "miner_id": example["miner_id"],
+            "sector_number": example["sector_number"],
+        }))
+        .unwrap();
+        job.phase1_output = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .unwrap();
+        let decode = |job: &JobV1| {
+            crate::schema::job::decode(
+                &crate::schema::job::encode(job).unwrap(),
+                &Limits::default(),
+            )
+            .unwrap()
+        };
+        let decoded = decode(&job);
+        assert_eq!(
+            crate::classes::SizeClass::of(&job).unwrap().key(),
+            "snap-2k"
+        );
+        let built = build(&decoded, &Limits::default(), 1).unwrap();
+        assert_eq!(built.job.partitions(), 1);
+        assert_eq!(built.estimate.srs_key, snap::srs_key(2 * KIB));
+        // Covers the measured peak of a 2 KiB update proved on the CPU: 1.11 GB.
+        assert!(built.estimate.total() >= 1_115_000_000);
+
+        let renamed = JobV1 {
+            registered_proof: "StackedDrg8MiBV1".into(),
+            ..job.clone()
+        };
+        let Err(e) = build(&decode(&renamed), &Limits::default(), 1) else {
+            panic!("a snap job under another proof name was accepted");
+        };
+        assert_eq!(e.kind, ErrorKind::ProofTypeMismatch, "{e}");
+
+        let mut input = parse_snap_input(&decoded.c1).unwrap();
+        input.vanilla_proofs[0][100] ^= 1;
+        let tampered = JobV1 {
+            phase1_output: zstd::encode_all(&input.to_json().unwrap()[..], 3).unwrap(),
+            ..job
+        };
+        let Err(e) = build(&decode(&tampered), &Limits::default(), 1) else {
+            panic!("a tampered snap job was accepted");
+        };
+        assert_eq!(e.kind, ErrorKind::InvalidInput, "{e}");
+        assert!(e.kind.is_permanent());
+    }
+
     #[test]
     fn failures_are_classified_by_stage_and_kind() {
         assert_eq!(
             failure_kind(Stage::Synthesis, JobKind::PorepC2),
             ErrorKind::MalformedC1
+        );
+        assert_eq!(
+            failure_kind(Stage::Synthesis, JobKind::SnapProve),
+            ErrorKind::InvalidInput
         );
         assert_eq!(
             failure_kind(Stage::Synthesis, JobKind::Canary),

@@ -12,8 +12,8 @@ use clap::{Parser, Subcommand};
 use c2q::groth16::setup::Progress;
 use c2q::job::ProofJob;
 use c2q::porep::{self, PorepJob};
-use c2q::snap::{self, SnapJob};
 use c2q::prove::{prove_job, Stage};
+use c2q::snap::{self, SnapJob};
 
 /// Exit codes, so scripts can tell bad input from missing parameters from a failed proof.
 const EXIT_FAILED: u8 = 1;
@@ -490,7 +490,9 @@ fn read_job(args: &ProveArgs) -> Result<ProveInput> {
         return Ok(ProveInput::Snap(std::sync::Arc::new(job)));
     }
     let (Some(miner), Some(sector)) = (args.miner, args.sector) else {
-        anyhow::bail!("a PoRep C1 output is proved for a miner and sector: give --miner and --sector");
+        anyhow::bail!(
+            "a PoRep C1 output is proved for a miner and sector: give --miner and --sector"
+        );
     };
     let c1 = porep::read_c1_file(&args.file)?;
     let job = PorepJob::new(c1, miner, sector).with_context(context)?;

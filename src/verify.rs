@@ -1,6 +1,7 @@
 //! `c2q verify`: check a published proof without writing code. A PoRep proof is checked
-//! against the C1 output it was made from (`porep::verify`, filecoin-proofs' verifier); a
-//! canary's against the seed of its job. The proof may be the raw bytes (`c2q prove --out`,
+//! against the C1 output it was made from (`porep::verify`, filecoin-proofs' verifier), a
+//! SnapDeals proof against its input (filecoin-proofs' update verifier); a canary's against
+//! the seed of its job. The proof may be the raw bytes (`c2q prove --out`,
 //! `c2q submit --wait --out`) or the result message the worker published (MessagePack as on
 //! the wire, or JSON as in `schemas/examples/`, the proof in base64).
 
@@ -23,8 +24,8 @@ const MAX_PROOF_FILE_BYTES: u64 = 16 << 20;
 
 #[derive(clap::Args, Debug)]
 pub struct VerifyArgs {
-    /// The C1 output the proof was made from (as `c2q prove` takes it); with --canary, the
-    /// proof itself.
+    /// The C1 output or SnapDeals input the proof was made from (as `c2q prove` takes it);
+    /// with --canary, the proof itself.
     #[arg(value_name = "C1")]
     pub file: PathBuf,
     /// The proof: raw bytes (192 per partition) or the worker's result message (MessagePack
@@ -35,11 +36,11 @@ pub struct VerifyArgs {
         conflicts_with = "canary"
     )]
     pub proof: Option<PathBuf>,
-    /// The miner's actor id the proof is for.
-    #[arg(long, required_unless_present = "canary", conflicts_with = "canary")]
+    /// The miner's actor id the proof is for (PoRep).
+    #[arg(long, conflicts_with = "canary")]
     pub miner: Option<u64>,
-    /// The sector number the proof is for.
-    #[arg(long, required_unless_present = "canary", conflicts_with = "canary")]
+    /// The sector number the proof is for (PoRep).
+    #[arg(long, conflicts_with = "canary")]
     pub sector: Option<u64>,
     /// Verify a canary job's proof (FILE is the proof or result) against its `canary.seed`.
     #[arg(long, requires = "seed")]
@@ -81,6 +82,9 @@ pub fn run(args: &VerifyArgs) -> Result<Verdict, VerifyError> {
     }
     let bad = |what: &str| VerifyError::BadInput(anyhow!("{what} is required"));
     let proof_path = args.proof.as_deref().ok_or_else(|| bad("PROOF"))?;
+    if crate::snap::is_snap_input_file(&args.file).map_err(VerifyError::BadInput)? {
+        return verify_snap(&args.file, proof_path);
+    }
     let miner = args.miner.ok_or_else(|| bad("--miner"))?;
     let sector = args.sector.ok_or_else(|| bad("--sector"))?;
     let c1 = read_c1_file(&args.file).map_err(VerifyError::BadInput)?;
@@ -101,6 +105,50 @@ pub fn run(args: &VerifyArgs) -> Result<Verdict, VerifyError> {
         )),
         Err(SealCheckError::Params(e)) => Err(VerifyError::Params(e)),
         Err(SealCheckError::Verifier(e)) => Err(VerifyError::Failed(e)),
+    }
+}
+
+/// A SnapDeals proof against the input it was made from.
+fn verify_snap(input_path: &Path, proof_path: &Path) -> Result<Verdict, VerifyError> {
+    let in_file = |e: anyhow::Error, path: &Path| e.context(format!("{}", path.display()));
+    let input = crate::snap::read_snap_input_file(input_path).map_err(VerifyError::BadInput)?;
+    let job = crate::snap::SnapJob::new(input)
+        .map_err(|e| VerifyError::BadInput(in_file(e, input_path)))?;
+    let proof = read_proof_file(proof_path).map_err(VerifyError::BadInput)?;
+    let name = crate::snap::update_proof_name(job.registered_proof());
+    if let Some(result) = &proof.result {
+        let matches = result.kind == JobKind::SnapProve.as_str() && result.registered_proof == name;
+        if !matches {
+            return Err(VerifyError::BadInput(anyhow!(
+                "{}: the result of job {:?} is of a {:?} job for {}, not a snap-prove job for {name}",
+                proof_path.display(),
+                result.job_id,
+                result.kind,
+                result.registered_proof
+            )));
+        }
+    }
+    let expected = job.partitions() * PARTITION_PROOF_BYTES;
+    if proof.bytes.len() != expected {
+        return Err(VerifyError::BadInput(anyhow!(
+            "{}: the proof is {} bytes, a {name} update proof is {expected}",
+            proof_path.display(),
+            proof.bytes.len()
+        )));
+    }
+    if !job.verifying_key_path().is_file() {
+        return Err(VerifyError::Params(anyhow!(
+            "the verifying key {} is missing",
+            job.verifying_key_path().display()
+        )));
+    }
+    match job.check_proof(&proof.bytes) {
+        Ok(true) => Ok(Verdict::Valid),
+        Ok(false) => Ok(Verdict::Invalid(format!(
+            "the proof does not verify against {}'s commitments",
+            input_path.display()
+        ))),
+        Err(e) => Err(VerifyError::Failed(e)),
     }
 }
 

@@ -24,7 +24,7 @@ use axum::extract::ConnectInfo;
 use axum::Router;
 use tonic::{Code, Request, Response, Status};
 
-use super::job::{porep_job, proof_from_number, PorepRequest, Refusal};
+use super::job::{porep_job, proof_from_number, snap_job, PorepRequest, Refusal, SnapRequest};
 use super::listener::{Incoming, Peer};
 use super::{Gateway, OpenRequest, Submitted, Urgency, Waited};
 use crate::broker::UNSORTED;
@@ -176,11 +176,12 @@ impl Door {
         let kind = ProofKind::try_from(submit.proof_kind).unwrap_or(ProofKind::Unspecified);
         match kind {
             ProofKind::PorepSealCommit => {}
+            ProofKind::SnapDealsUpdate => return self.snap_job_of(submit).await,
             ProofKind::Unspecified => {
                 return Err(Refused::new(
                     "malformed",
                     Code::InvalidArgument,
-                    "proof_kind is unset: c2q proves POREP_SEAL_COMMIT",
+                    "proof_kind is unset: c2q proves POREP_SEAL_COMMIT and SNAP_DEALS_UPDATE",
                 ))
             }
             other => {
@@ -188,7 +189,8 @@ impl Door {
                     "unimplemented",
                     Code::Unimplemented,
                     format!(
-                        "c2q proves PoRep C2 (POREP_SEAL_COMMIT) only, not {}",
+                        "c2q proves PoRep C2 (POREP_SEAL_COMMIT) and SnapDeals \
+                         (SNAP_DEALS_UPDATE), not {}",
                         other.as_str_name()
                     ),
                 ))
@@ -241,6 +243,63 @@ impl Door {
                 "refused",
                 Code::InvalidArgument,
                 format!("checking the C1 output failed: {e}"),
+            )),
+        }
+    }
+
+    /// A SnapDeals submission's job: `registered_proof` the update proof's number,
+    /// `vanilla_proof` the partition proofs (a JSON array of base64 strings), the three CIDs.
+    async fn snap_job_of(
+        &self,
+        submit: SubmitProofRequest,
+    ) -> Result<(DecodedJob, Urgency), Refused> {
+        let malformed = |why: String| Refused::new("malformed", Code::InvalidArgument, why);
+        if let Some(proof) = usize::try_from(submit.registered_proof)
+            .ok()
+            .and_then(|i| crate::snap::REGISTERED_UPDATE_PROOFS.get(i))
+        {
+            let size = u64::from(proof.sector_size());
+            if submit.sector_size != 0 && submit.sector_size != size {
+                return Err(malformed(format!(
+                    "sector_size {} disagrees with registered_proof {} ({size} bytes)",
+                    submit.sector_size, submit.registered_proof
+                )));
+            }
+        }
+        if submit.vanilla_proof.is_empty() {
+            return Err(malformed(
+                "vanilla_proof is empty: it carries the vanilla partition proofs".into(),
+            ));
+        }
+        let urgency = match Priority::try_from(submit.priority) {
+            Ok(Priority::High | Priority::Critical) => Urgency::Urgent,
+            _ => Urgency::Normal,
+        };
+        let limits = self.gateway.config.limits.clone();
+        let built = tokio::task::spawn_blocking(move || {
+            let request = SnapRequest {
+                proof_number: submit.registered_proof,
+                vanilla_proofs: &submit.vanilla_proof,
+                sector_key_cid: &submit.sector_key_cid,
+                new_sealed_cid: &submit.new_sealed_cid,
+                new_unsealed_cid: &submit.new_unsealed_cid,
+                miner: submit.miner_id,
+                sector: submit.sector_number,
+                job_id: (!submit.request_id.is_empty()).then(|| submit.request_id.clone()),
+            };
+            snap_job(request, &limits)
+        })
+        .await;
+        match built {
+            Ok(Ok(job)) => Ok((job, urgency)),
+            Ok(Err(Refusal::Malformed(why))) => Err(malformed(why)),
+            Ok(Err(Refusal::Unprovable(why))) => {
+                Err(Refused::new("refused", Code::InvalidArgument, why))
+            }
+            Err(e) => Err(Refused::new(
+                "refused",
+                Code::InvalidArgument,
+                format!("checking the SnapDeals input failed: {e}"),
             )),
         }
     }

@@ -1,5 +1,7 @@
 //! The job a door's request asks for: the C1 checked as a worker would check it, for the miner,
-//! sector and registered proof the request names, and the `porep-c2` job built from it.
+//! sector and registered proof the request names, and the `porep-c2` job built from it; or a
+//! SnapDeals request's vanilla proofs and commitments checked the same way, and its
+//! `snap-prove` job.
 
 use anyhow::{bail, Context, Result};
 use filecoin_proofs_api::RegisteredSealProof;
@@ -7,6 +9,8 @@ use sha2::{Digest, Sha256};
 
 use crate::porep::{parse_c1, proof_name, PorepJob, REGISTERED_PROOFS};
 use crate::schema::{self, DecodedJob, JobKind, JobV1, Limits};
+use crate::snap::commitment::{self, CommitmentKind};
+use crate::snap::{update_proof_name, SnapInput, SnapJob, REGISTERED_UPDATE_PROOFS};
 
 /// What is wrong with a request, as the client is told.
 #[derive(Debug, PartialEq, Eq)]
@@ -67,8 +71,107 @@ pub fn porep_job(request: PorepRequest, limits: &Limits) -> Result<DecodedJob, R
         phase1_output,
         canary: None,
     };
-    // What the worker does first: the same checks (id, sizes) and the same payload digest,
-    // which the ledger compares when the job id comes again.
+    decode_as_worker(job, limits)
+}
+
+/// A SnapDeals request as Curio's proving-engine protocol carries it.
+pub struct SnapRequest<'a> {
+    /// `abi.RegisteredUpdateProof`: 0 (2 KiB) to 4 (64 GiB).
+    pub proof_number: u64,
+    /// The vanilla partition proofs as Go's `json.Marshal([][]byte)` writes them: a JSON
+    /// array of base64 strings, one per partition.
+    pub vanilla_proofs: &'a [u8],
+    /// Binary CIDs (or the 32 bytes alone): the sector key's comm_r, the new comm_r, the new
+    /// comm_d.
+    pub sector_key_cid: &'a [u8],
+    pub new_sealed_cid: &'a [u8],
+    pub new_unsealed_cid: &'a [u8],
+    pub miner: u64,
+    pub sector: u64,
+    /// The client's id for the job; `None`: one derived from the miner, sector and input.
+    pub job_id: Option<String>,
+}
+
+/// Check a SnapDeals request as a worker will (the vanilla proofs verified against the
+/// commitments) and build its `snap-prove` job. Call it off the async threads.
+pub fn snap_job(request: SnapRequest, limits: &Limits) -> Result<DecodedJob, Refusal> {
+    let malformed = |why: String| Refusal::Malformed(why);
+    let proof = usize::try_from(request.proof_number)
+        .ok()
+        .and_then(|i| REGISTERED_UPDATE_PROOFS.get(i).copied())
+        .ok_or_else(|| {
+            malformed(format!(
+                "registered_proof {} is not a registered update proof (0 to 4)",
+                request.proof_number
+            ))
+        })?;
+    let texts: Vec<String> = serde_json::from_slice(request.vanilla_proofs).map_err(|e| {
+        malformed(format!(
+            "vanilla_proof is not a JSON array of base64 partition proofs: {e}"
+        ))
+    })?;
+    let vanilla_proofs = texts
+        .iter()
+        .enumerate()
+        .map(|(k, text)| {
+            use base64::Engine;
+            base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .map_err(|e| malformed(format!("vanilla proof {k} is not base64: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let cid = |bytes: &[u8], kind, field: &str| {
+        commitment::parse_bytes(bytes, kind).map_err(|e| malformed(format!("{field}: {e:#}")))
+    };
+    let input = SnapInput {
+        registered_proof: proof,
+        comm_r_old: cid(
+            request.sector_key_cid,
+            CommitmentKind::Sealed,
+            "sector_key_cid",
+        )?,
+        comm_r_new: cid(
+            request.new_sealed_cid,
+            CommitmentKind::Sealed,
+            "new_sealed_cid",
+        )?,
+        comm_d_new: cid(
+            request.new_unsealed_cid,
+            CommitmentKind::Unsealed,
+            "new_unsealed_cid",
+        )?,
+        vanilla_proofs,
+    };
+    SnapJob::new(input.clone())
+        .map_err(|e| Refusal::Unprovable(one_line(&e.context("the update cannot be proved"))))?;
+    let payload = input
+        .to_json()
+        .map_err(|e| Refusal::Unprovable(format!("{e:#}")))?;
+    let (miner, sector) = (request.miner, request.sector);
+    let job_id = request.job_id.unwrap_or_else(|| {
+        let digest = Sha256::digest(&payload);
+        format!("{miner}-{sector}-{}", hex::encode(&digest[..6]))
+    });
+    let phase1_output = zstd::encode_all(&payload[..], 3)
+        .map_err(|e| Refusal::Unprovable(format!("compressing the SnapDeals input: {e}")))?;
+    decode_as_worker(
+        JobV1 {
+            v: schema::VERSION,
+            job_id,
+            kind: JobKind::SnapProve,
+            registered_proof: update_proof_name(proof),
+            miner_id: miner,
+            sector_number: sector,
+            phase1_output,
+            canary: None,
+        },
+        limits,
+    )
+}
+
+/// What the worker does first: the same checks (id, sizes) and the same payload digest, which
+/// the ledger compares when the job id comes again.
+fn decode_as_worker(job: JobV1, limits: &Limits) -> Result<DecodedJob, Refusal> {
     let encoded = schema::job::encode(&job).map_err(|e| Refusal::Unprovable(format!("{e:#}")))?;
     schema::job::decode(&encoded, limits).map_err(|e| match e.kind {
         schema::ErrorKind::Undecodable | schema::ErrorKind::InvalidInput => {

@@ -11,6 +11,9 @@ use super::{ErrorKind, JobError, Limits, VERSION};
 pub enum JobKind {
     #[serde(rename = "porep-c2")]
     PorepC2,
+    /// SnapDeals (`ProveReplicaUpdate2`): vanilla partition proofs and commitments in.
+    #[serde(rename = "snap-prove")]
+    SnapProve,
     /// A small built-in circuit proved through the same path: fleet health checks, fast tests.
     #[serde(rename = "canary")]
     Canary,
@@ -18,21 +21,18 @@ pub enum JobKind {
 
 impl JobKind {
     /// Every kind (`kinds` says what each one is).
-    pub const ALL: [JobKind; 2] = [JobKind::PorepC2, JobKind::Canary];
+    pub const ALL: [JobKind; 3] = [JobKind::PorepC2, JobKind::SnapProve, JobKind::Canary];
 
     pub fn as_str(self) -> &'static str {
         match self {
             JobKind::PorepC2 => "porep-c2",
+            JobKind::SnapProve => "snap-prove",
             JobKind::Canary => "canary",
         }
     }
 
     fn parse(s: &str) -> Option<Self> {
-        match s {
-            "porep-c2" => Some(JobKind::PorepC2),
-            "canary" => Some(JobKind::Canary),
-            _ => None,
-        }
+        JobKind::ALL.into_iter().find(|kind| kind.as_str() == s)
     }
 }
 
@@ -50,11 +50,13 @@ pub struct JobV1 {
     /// Producer-chosen idempotency key; also the AMQP `message_id`.
     pub job_id: String,
     pub kind: JobKind,
-    /// e.g. `StackedDrg32GiBV1_1`; must agree with the C1 output's own field. `canary` for canaries.
+    /// e.g. `StackedDrg32GiBV1_1`; must agree with the C1 output's own field. For `snap-prove`
+    /// the update proof (`StackedDrg32GiBV1`), agreeing with the input's. `canary` for canaries.
     pub registered_proof: String,
     pub miner_id: u64,
     pub sector_number: u64,
-    /// zstd-compressed C1 JSON as filecoin-ffi produced it (empty for canaries).
+    /// zstd-compressed C1 JSON as filecoin-ffi produced it; for `snap-prove` the SnapDeals
+    /// input JSON (`snap::SnapInput`); empty for canaries.
     #[serde(with = "serde_bytes", default)]
     pub phase1_output: Vec<u8>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -65,7 +67,8 @@ pub struct JobV1 {
 #[derive(Clone, Debug)]
 pub struct DecodedJob {
     pub job: JobV1,
-    /// The C1 JSON (PoRep jobs only).
+    /// The decompressed payload: the C1 JSON of a PoRep job, the SnapDeals input of a
+    /// `snap-prove` job, empty for a canary.
     pub c1: Vec<u8>,
     /// SHA-256 over everything that determines the proof: the ledger's duplicate check.
     pub digest: [u8; 32],
@@ -126,7 +129,10 @@ pub fn decode_message(bytes: &[u8], limits: &Limits) -> Result<JobV1, JobError> 
     if JobKind::parse(&kind).is_none() {
         return Err(JobError::new(
             ErrorKind::WrongKind,
-            format!("job kind {kind:?} is not one of \"porep-c2\", \"canary\""),
+            format!(
+                "job kind {kind:?} is not one of {}",
+                JobKind::ALL.map(|k| format!("{:?}", k.as_str())).join(", ")
+            ),
         ));
     }
     let job: JobV1 = rmp_serde::from_slice(bytes).map_err(|e| {
@@ -166,11 +172,11 @@ pub fn validate(job: JobV1, limits: &Limits) -> Result<DecodedJob, JobError> {
     crate::porep::check_sector_identity(job.miner_id, job.sector_number)
         .map_err(|e| JobError::new(ErrorKind::InvalidInput, format!("{e:#}")))?;
     let c1 = match job.kind {
-        JobKind::PorepC2 => {
+        JobKind::PorepC2 | JobKind::SnapProve => {
             if job.canary.is_some() {
                 return Err(JobError::new(
                     ErrorKind::WrongKind,
-                    "a porep-c2 job carries no canary spec",
+                    format!("a {} job carries no canary spec", job.kind.as_str()),
                 ));
             }
             limits.decompress_c1(&job.phase1_output)?

@@ -115,13 +115,17 @@ pub fn is_snap_input(bytes: &[u8]) -> bool {
     }
     matches!(
         serde_json::from_slice::<Keys>(bytes),
-        Ok(Keys { comm_r_old: Some(_), vanilla_proofs: Some(_) })
+        Ok(Keys {
+            comm_r_old: Some(_),
+            vanilla_proofs: Some(_)
+        })
     )
 }
 
 /// [`is_snap_input`] of a file; a file too large to be a SnapDeals input is not one.
 pub fn is_snap_input_file(path: &Path) -> Result<bool> {
-    let meta = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let meta =
+        std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
     if meta.len() > MAX_SNAP_INPUT_BYTES as u64 {
         return Ok(false);
     }
@@ -171,7 +175,9 @@ mod tests {
         let again = parse_snap_input(&serde_json::to_vec(&doc).unwrap()).unwrap();
         assert_eq!(again, input);
         assert!(is_snap_input(&input.to_json().unwrap()));
-        assert!(!is_snap_input(br#"{"registered_proof": "StackedDrg2KiBV1_1", "comm_r": []}"#));
+        assert!(!is_snap_input(
+            br#"{"registered_proof": "StackedDrg2KiBV1_1", "comm_r": []}"#
+        ));
         assert!(!is_snap_input(b"not json"));
     }
 

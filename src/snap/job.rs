@@ -52,14 +52,12 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> TreePartitions<Tree>
             .proofs
             .get(k)
             .ok_or_else(|| anyhow!("partition {k} does not exist"))?;
-        Ok(
-            <EmptySectorUpdateCompound<Tree> as CompoundProof<_, _>>::circuit(
-                &self.public_inputs,
-                (),
-                proof,
-                &self.public_params,
-                Some(k),
-            )?,
+        <EmptySectorUpdateCompound<Tree> as CompoundProof<_, _>>::circuit(
+            &self.public_inputs,
+            (),
+            proof,
+            &self.public_params,
+            Some(k),
         )
     }
 }
@@ -97,12 +95,10 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> Partitions for TreeP
     }
 
     fn public_inputs(&self, k: usize) -> Result<Vec<Fr>> {
-        Ok(
-            <EmptySectorUpdateCompound<Tree> as CompoundProof<_, _>>::generate_public_inputs(
-                &self.public_inputs,
-                &self.public_params,
-                Some(k),
-            )?,
+        <EmptySectorUpdateCompound<Tree> as CompoundProof<_, _>>::generate_public_inputs(
+            &self.public_inputs,
+            &self.public_params,
+            Some(k),
         )
     }
 
@@ -178,17 +174,23 @@ impl SnapJob {
         self.input.sector_size()
     }
 
-    /// Check the assembled proof bytes as the chain does: filecoin-proofs'
-    /// `verify_empty_sector_update_proof`, with the verifying key from the parameter directory.
-    pub fn verify_bytes(&self, proof: &[u8]) -> Result<()> {
-        let vk = self.params_path.with_extension("vk");
+    /// The verifying key filecoin-proofs reads for this job's circuit.
+    pub fn verifying_key_path(&self) -> PathBuf {
+        self.params_path.with_extension("vk")
+    }
+
+    /// Whether the assembled proof bytes verify as the chain checks them: filecoin-proofs'
+    /// `verify_empty_sector_update_proof`, with the verifying key from the parameter
+    /// directory. An error when there is no verdict (no verifying key, a verifier failure).
+    pub fn check_proof(&self, proof: &[u8]) -> Result<bool> {
+        let vk = self.verifying_key_path();
         ensure!(
             vk.is_file(),
             "the verifying key {} is missing (it comes with the parameters)",
             vk.display()
         );
         let input = &self.input;
-        let valid = catch_unwind(AssertUnwindSafe(|| {
+        catch_unwind(AssertUnwindSafe(|| {
             filecoin_proofs_api::update::verify_empty_sector_update_proof(
                 input.registered_proof,
                 proof,
@@ -198,12 +200,7 @@ impl SnapJob {
             )
         }))
         .map_err(|_| anyhow!("filecoin-proofs' update verifier aborted"))?
-        .context("filecoin-proofs' update verifier failed")?;
-        ensure!(
-            valid,
-            "filecoin-proofs' verify_empty_sector_update_proof rejects the proof"
-        );
-        Ok(())
+        .context("filecoin-proofs' update verifier failed")
     }
 }
 
@@ -245,7 +242,11 @@ impl ProofJob for SnapJob {
                 .map_err(|e| anyhow!("verification of partition {k} failed: {e}"))?;
             ensure!(ok, "partition {k}'s proof does not verify");
         }
-        self.verify_bytes(&proof_bytes(proofs)?)
+        ensure!(
+            self.check_proof(&proof_bytes(proofs)?)?,
+            "filecoin-proofs' verify_empty_sector_update_proof rejects the proof"
+        );
+        Ok(())
     }
 }
 

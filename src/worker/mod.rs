@@ -355,16 +355,21 @@ impl Worker {
     }
 
     /// The circuits whose parameters this worker holds loaded, by the id the fleet reports
-    /// them under: the size class key of a PoRep sector size (`porep-32g`), else the gate's key.
+    /// them under: the size class key of a PoRep or SnapDeals sector size (`porep-32g`,
+    /// `snap-32g`), else the gate's key.
     fn resident_circuits(&self) -> Vec<String> {
         let resident = self.resident.lock().unwrap_or_else(|p| p.into_inner());
+        let size_class = |key: &str| {
+            let size = |prefix: &str| key.strip_prefix(prefix).and_then(|s| s.parse().ok());
+            size("porep-")
+                .map(|sector_size| SizeClass::Porep { sector_size })
+                .or_else(|| size("snap-").map(|sector_size| SizeClass::Snap { sector_size }))
+        };
         let mut ids: Vec<String> = resident
             .keys()
             .map(|key| {
-                key.as_str()
-                    .strip_prefix("porep-")
-                    .and_then(|size| size.parse().ok())
-                    .map(|sector_size| SizeClass::Porep { sector_size }.key())
+                size_class(key.as_str())
+                    .map(|class| class.key())
                     .unwrap_or_else(|| key.to_string())
             })
             .collect();
