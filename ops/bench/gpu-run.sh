@@ -3,7 +3,7 @@
 #   ops/bench/gpu-run.sh check BIN OUTDIR   correctness: `quick`, then `porep`
 #   ops/bench/gpu-run.sh quick BIN OUTDIR   gpu-check (kernels against the CPU) on every GPU, and
 #                                           at 2^27 and 2^28 (--large-log) on the first
-#   ops/bench/gpu-run.sh porep BIN OUTDIR   PoRep proofs cpu = cuda, a 13-partition job on one
+#   ops/bench/gpu-run.sh porep BIN OUTDIR   PoRep and SnapDeals proofs cpu = cuda, a 13-partition job on one
 #                                           and all GPUs, synthetic and V1 sectors on the GPU
 #   ops/bench/gpu-run.sh time BIN OUTDIR    timings: MSM phases at 2^27, the full `c2q bench gpu`
 #                                           table, a 13-partition job on one and all GPUs
@@ -45,6 +45,11 @@ prove_ni() {
     step "seal-$kind" "$bin" testdata c1 --proof "$kind" --miner 1000 --sector 8 --seed "$RANDOM" --out "/tmp/$kind.json"
     step "prove-$kind" "$bin" prove "/tmp/$kind.json" --miner 1000 --sector 8 --backend cuda --json --out "/tmp/$kind.proof"
   done
+  # A SnapDeals update through `c2q prove` on the GPU, checked by `c2q verify`.
+  step params-snap "$bin" params generate --if-missing --snap --proof StackedDrg2KiBV1 --dir "$FIL_PROOFS_PARAMETER_CACHE"
+  step testdata-snap "$bin" testdata snap --seed "$RANDOM" --out /tmp/snap.json
+  step prove-snap "$bin" prove /tmp/snap.json --backend cuda --json --out /tmp/snap.proof
+  step verify-snap "$bin" verify /tmp/snap.json /tmp/snap.proof
 }
 
 case $phase in
@@ -66,7 +71,7 @@ quick)
   done
   ;;
 porep)
-  step gpu-check-porep "$bin" gpu-check --porep --seed "$RANDOM"
+  step gpu-check-sectors "$bin" gpu-check --sectors --seed "$RANDOM"
   prove_ni
   ;;
 tune)

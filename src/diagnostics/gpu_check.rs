@@ -16,9 +16,9 @@ use super::inputs::{
     download_scalars, porep_scalars, random_g2_points, random_points, random_scalars,
 };
 use super::large_check;
-use super::porep_check::porep_check;
 use super::proofs::{cuda_proof, proof_bytes};
 use super::report::{print_devices, seeded_rng, Tally};
+use super::sectors_check::sectors_check;
 use crate::gpu::backend::{start_peak_bytes, CudaBackend};
 use crate::gpu::device::Gpu;
 use crate::gpu::limbs::{
@@ -45,16 +45,17 @@ pub struct GpuCheckArgs {
     /// replayed).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Instead of the kernel checks: prove real 2 KiB PoRep sectors (interactive, then
-    /// non-interactive with 13 partitions) with the CPU and the CUDA backend, compare the
-    /// proofs byte for byte and verify them, filecoin-proofs' `verify_seal` included.
-    #[arg(long)]
-    pub porep: bool,
+    /// Instead of the kernel checks: prove real 2 KiB sectors (PoRep interactive, then
+    /// non-interactive with 13 partitions, then a SnapDeals update) with the CPU and the CUDA
+    /// backend, compare the proofs byte for byte and verify them, filecoin-proofs' verifiers
+    /// included. `--porep` is the old name.
+    #[arg(long, alias = "porep")]
+    pub sectors: bool,
     /// Also check the NTTs, H and the MSM at 2^L (10 to 28; 2^27 is a 32 GiB partition's
     /// domain) against exact answers the host computes in linear time.
     #[arg(long, value_name = "L")]
     pub large_log: Option<u32>,
-    /// Where `--porep` keeps its generated 2 KiB test parameters (never the official
+    /// Where `--sectors` keeps its generated 2 KiB test parameters (never the official
     /// parameter directory: test parameters there would shadow the real ones).
     #[arg(long, default_value = "/var/tmp/c2q-test-params")]
     pub params_dir: std::path::PathBuf,
@@ -62,8 +63,8 @@ pub struct GpuCheckArgs {
 
 /// `c2q gpu-check`. Ok(true) when every comparison matched.
 pub fn gpu_check(args: &GpuCheckArgs) -> Result<bool> {
-    if args.porep {
-        return porep_check(args);
+    if args.sectors {
+        return sectors_check(args);
     }
     print_devices()?;
     let started = Instant::now();

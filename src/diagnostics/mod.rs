@@ -10,9 +10,9 @@ pub mod bench_gpu;
 pub mod gpu_check;
 pub mod inputs;
 pub mod large_check;
-pub mod porep_check;
 mod proofs;
 mod report;
+pub mod sectors_check;
 
 pub use bench_gpu::{bench_gpu, BenchGpuArgs};
 pub use gpu_check::{gpu_check, GpuCheckArgs};

@@ -1,5 +1,5 @@
 //! Proofs through the CUDA backend with the r and s of a CPU proof, and proofs as bytes, for
-//! the byte-for-byte comparisons of `gpu-check` (the canary) and `gpu-check --porep`.
+//! the byte-for-byte comparisons of `gpu-check` (the canary) and `gpu-check --sectors`.
 
 use anyhow::{Context, Result};
 use blstrs::Scalar as Fr;

@@ -1,6 +1,7 @@
-//! `c2q gpu-check --porep`: real 2 KiB PoRep sectors (interactive, then non-interactive)
-//! sealed with filecoin-proofs and proved by both backends with the same r and s; the proofs
-//! compared byte for byte and verified, filecoin-proofs' `verify_seal` included.
+//! `c2q gpu-check --sectors`: real 2 KiB PoRep sectors (interactive, then non-interactive)
+//! sealed with filecoin-proofs, and a 2 KiB SnapDeals update encoded into a sealed sector,
+//! proved by both backends with the same r and s; the proofs compared byte for byte and
+//! verified, filecoin-proofs' `verify_seal` and `verify_empty_sector_update_proof` included.
 
 use std::time::Instant;
 
@@ -18,6 +19,7 @@ use crate::gpu::CudaBackend;
 use crate::groth16::{self, setup::Quiet, Backend, CpuBackend, Srs};
 use crate::job::ProofJob;
 use crate::porep::{self, params, testdata, PorepJob};
+use crate::snap::{self, SnapJob};
 
 /// A 2 KiB test sector: its proof type, the name its lines carry, its miner and number.
 struct TestSector {
@@ -48,8 +50,8 @@ fn ms(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }
 
-/// `c2q gpu-check --porep`. Ok(true) when every proof matched and verified.
-pub fn porep_check(args: &GpuCheckArgs) -> Result<bool> {
+/// `c2q gpu-check --sectors`. Ok(true) when every proof matched and verified.
+pub fn sectors_check(args: &GpuCheckArgs) -> Result<bool> {
     let dir = &args.params_dir;
     if dir.as_path() == std::path::Path::new(params::OFFICIAL_DIR) {
         bail!(
@@ -79,11 +81,30 @@ pub fn porep_check(args: &GpuCheckArgs) -> Result<bool> {
         t.elapsed().as_secs_f64()
     );
 
+    let t = Instant::now();
+    let params_file = snap::params::ensure(
+        filecoin_proofs_api::RegisteredUpdateProof::StackedDrg2KiBV1,
+        dir,
+        &Quiet,
+    )
+    .with_context(|| {
+        format!(
+            "cannot generate 2 KiB SnapDeals test parameters in {}",
+            dir.display()
+        )
+    })?;
+    println!(
+        "2 KiB SnapDeals parameters {} ready in {:.2} s",
+        params_file.display(),
+        t.elapsed().as_secs_f64()
+    );
+
     let mut rng = seeded_rng(args.seed);
     let mut t = Tally::default();
     for sector in &SECTORS {
         t += sector_check(&backend, sector, &mut rng)?;
     }
+    t += snap_check(&backend, &mut rng)?;
     t.print_summary(started);
     Ok(t.passed())
 }
@@ -130,7 +151,7 @@ fn sector_check(backend: &CudaBackend, sector: &TestSector, rng: &mut ChaCha8Rng
 /// byte for byte. Returns the CUDA proof (A, B, C from the host) for verification.
 fn partition_check(
     backend: &CudaBackend,
-    job: &PorepJob,
+    job: &dyn ProofJob,
     srs: &Srs,
     name: &str,
     k: usize,
@@ -190,6 +211,42 @@ fn partition_check(
         proof_bytes(&cpu)? == proof_bytes(&gpu)?,
     );
     Ok((t, gpu))
+}
+
+/// A 2 KiB SnapDeals update: each partition proved by both backends (`partition_check`), the
+/// CUDA proof verified per partition and by filecoin-proofs' `verify_empty_sector_update_proof`
+/// (both in `job.verify`).
+fn snap_check(backend: &CudaBackend, rng: &mut ChaCha8Rng) -> Result<Tally> {
+    let name = "snap";
+    let mut t = Tally::default();
+    let t0 = Instant::now();
+    let input = snap::testdata::update_2kib(1000, 9, rng.next_u64())
+        .context("cannot make a 2 KiB SnapDeals test update")?;
+    let job = SnapJob::new(input).context("cannot build the SnapDeals job")?;
+    let srs = job.srs()?;
+    println!(
+        "{name}: sector updated, job of {} partitions ready in {:.0} ms",
+        job.partitions(),
+        ms(t0)
+    );
+    let mut gpu_proofs = Vec::with_capacity(job.partitions());
+    for k in 0..job.partitions() {
+        let (checks, gpu_proof) = partition_check(backend, &job, &srs, name, k, rng)?;
+        t += checks;
+        gpu_proofs.push(gpu_proof);
+    }
+    let verified = job.verify(&gpu_proofs);
+    if let Err(e) = &verified {
+        println!("      {e:#}");
+    }
+    t.check(
+        &format!(
+            "{name}: cuda proofs verify (bellperson, and filecoin-proofs' \
+             verify_empty_sector_update_proof)"
+        ),
+        verified.is_ok(),
+    );
+    Ok(t)
 }
 
 /// The sector's CUDA proofs verified by the job (bellperson) and, for the interactive form,
