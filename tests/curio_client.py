@@ -251,6 +251,53 @@ def step_prove(stub, args):
     }
 
 
+def cid_bytes(text):
+    """A CID as lotus prints it (multibase 'b': base32, lower case, no padding) to its bytes."""
+    body = text[1:].upper()
+    return base64.b32decode(body + "=" * (-len(body) % 8))
+
+
+def snap_request(args, request_id):
+    """A SnapDeals request as Curio sends one: the update proof's number, the vanilla
+    partition proofs as Go's json.Marshal([][]byte) writes them, the three CIDs in binary."""
+    with open(args.snap) as f:
+        update = json.load(f)
+    numbers = ["StackedDrg2KiBV1", "StackedDrg8MiBV1", "StackedDrg512MiBV1",
+               "StackedDrg32GiBV1", "StackedDrg64GiBV1"]
+    return pb.SubmitProofRequest(
+        request_id=request_id,
+        proof_kind=pb.SNAP_DEALS_UPDATE,
+        sector_size=2048,
+        registered_proof=numbers.index(update["registered_proof"]),
+        priority=pb.NORMAL,
+        vanilla_proof=json.dumps(update["vanilla_proofs"]).encode(),
+        sector_number=args.sector,
+        miner_id=args.miner,
+        sector_key_cid=cid_bytes(update["comm_r_old"]),
+        new_sealed_cid=cid_bytes(update["comm_r_new"]),
+        new_unsealed_cid=cid_bytes(update["comm_d_new"]),
+    )
+
+
+def step_prove_snap(stub, args):
+    """A SnapDeals update proved in one call; then the same update with its CIDs swapped,
+    refused. The proof in base64."""
+    req = snap_request(args, args.request_id)
+    reply = stub.Prove(pb.ProveRequest(submit=req), metadata=metadata(args), timeout=600)
+    r = reply.result
+    swapped = snap_request(args, args.request_id + "-swapped")
+    swapped.sector_key_cid, swapped.new_sealed_cid = req.new_sealed_cid, req.sector_key_cid
+    refused = code_of(stub.SubmitProof, swapped, metadata=metadata(args))
+    return {
+        "job_id": r.job_id,
+        "status": pb.AwaitProofResponse.Status.Name(r.status),
+        "proof": base64.b64encode(r.proof).decode(),
+        "error": r.error_message,
+        "swapped": refused[0],
+        "swapped_detail": refused[1] if refused[0] != "OK" else "",
+    }
+
+
 def step_status(stub, args):
     """GetStatus, GetMetrics and PreloadSRS as the fleet answers them."""
     summary = status_summary(stub, args)
@@ -269,6 +316,7 @@ STEPS = {
     "submit": step_submit,
     "await": step_await,
     "prove": step_prove,
+    "prove-snap": step_prove_snap,
     "status": step_status,
 }
 
@@ -281,6 +329,7 @@ def main():
     p.add_argument("--ca", help="PEM certificate to trust: speak TLS")
     p.add_argument("--c1")
     p.add_argument("--tampered")
+    p.add_argument("--snap", help="a SnapDeals input as `c2q testdata snap` writes it")
     p.add_argument("--other-c1")
     p.add_argument("--miner", type=int, default=1000)
     p.add_argument("--sector", type=int, default=0)

@@ -77,6 +77,7 @@ fn proof_of(report: &Value) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread")]
 async fn curio_proving_engine_calls_reach_the_fleet() {
     common::ensure_2kib_params();
+    common::ensure_snap_params();
     let env = Env::new("gwcurio");
     let dir = env.dir.path();
     let (a, b, c) = (sector(dir, 41), sector(dir, 42), sector(dir, 43));
@@ -116,7 +117,7 @@ async fn curio_proving_engine_calls_reach_the_fleet() {
     let expect = [
         ("no_token", "UNAUTHENTICATED"),
         ("wrong_token", "UNAUTHENTICATED"),
-        ("snap", "UNIMPLEMENTED"),
+        ("snap", "INVALID_ARGUMENT"),
         ("winning", "UNIMPLEMENTED"),
         ("unset_kind", "INVALID_ARGUMENT"),
         ("wrong_proof", "INVALID_ARGUMENT"),
@@ -134,11 +135,12 @@ async fn curio_proving_engine_calls_reach_the_fleet() {
     for (what, code) in expect {
         assert_eq!(seen[what], code, "{what}: {seen}");
     }
+    // A SnapDeals request whose vanilla_proof holds a C1 output.
     assert!(
         seen["snap_detail"]
             .as_str()
             .unwrap()
-            .contains("POREP_SEAL_COMMIT"),
+            .contains("vanilla_proof is not a JSON array of base64 partition proofs"),
         "{seen}"
     );
     assert!(
@@ -275,20 +277,46 @@ async fn curio_proving_engine_calls_reach_the_fleet() {
         1
     );
 
-    // The fleet as GetStatus sees it, within the worker's announcement period.
+    // A SnapDeals update as Curio sends one, proved by the same worker; the same update with
+    // its sealed CIDs swapped is refused before it reaches the queue.
+    let (update, update_path) = common::write_snap_input(dir, "update.json", 61);
+    let report = run(
+        "prove-snap",
+        vec![
+            "--snap".into(),
+            update_path.display().to_string(),
+            "--sector".into(),
+            "44".into(),
+            "--request-id".into(),
+            "curio-snap".into(),
+        ],
+    );
+    assert_eq!(report["status"], "COMPLETED", "{report}");
+    assert!(
+        common::verify_update(&update, &proof_of(&report)),
+        "the SnapDeals proof does not verify"
+    );
+    assert_eq!(report["swapped"], "INVALID_ARGUMENT", "{report}");
+    assert!(
+        report["swapped_detail"]
+            .as_str()
+            .unwrap()
+            .contains("do not verify against comm_r_old"),
+        "{report}"
+    );
+
+    // The fleet as GetStatus sees it, within the worker's announcement period: both circuits'
+    // parameters kept loaded by the one worker.
+    let both = serde_json::json!(["porep-2k", "snap-2k"]);
     let mut status = Value::Null;
     for _ in 0..30 {
         status = run("status", vec![]);
-        if status["loaded_srs"] == serde_json::json!(["porep-2k"]) {
+        if status["loaded_srs"] == both {
             break;
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    assert_eq!(
-        status["loaded_srs"],
-        serde_json::json!(["porep-2k"]),
-        "{status}"
-    );
+    assert_eq!(status["loaded_srs"], both, "{status}");
     assert_eq!(
         status["preload"],
         serde_json::json!(["OK", true]),

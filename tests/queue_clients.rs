@@ -1,6 +1,7 @@
 //! Real 2 KiB PoRep jobs through the queue, from clients: the Python producer in
 //! `ops/examples/` (pika, msgpack, zstandard; written from the schema alone) and `c2q submit`
-//! with lotus-bench's Commit2In. Both proofs must pass filecoin-proofs' own `verify_seal`.
+//! with lotus-bench's Commit2In. Both proofs must pass filecoin-proofs' own `verify_seal`. A
+//! SnapDeals update through `c2q submit` must pass its update verifier.
 
 mod common;
 mod queue_support;
@@ -95,6 +96,31 @@ async fn python_producer_and_c2q_submit_get_proofs_that_filecoin_proofs_accepts(
     assert!(common::verify_seal(
         &sealed,
         &std::fs::read(&proof_cli).unwrap()
+    ));
+
+    // A SnapDeals input through `c2q submit`: a `snap-prove` job in the snap-2k class,
+    // proved by the same worker.
+    common::ensure_snap_params();
+    let (update, update_path) = common::write_snap_input(env.dir.path(), "update.json", 71);
+    let proof_snap = env.dir.path().join("snap.proof");
+    let out = Command::new(c2q_bin())
+        .args([
+            "submit", "--miner", "1000", "--sector", "7", "--wait", "--config",
+        ])
+        .arg(&cfg)
+        .arg("--out")
+        .arg(&proof_snap)
+        .arg(&update_path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(common::verify_update(
+        &update,
+        &std::fs::read(&proof_snap).unwrap()
     ));
 
     let status = Command::new(c2q_bin())

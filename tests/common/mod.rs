@@ -79,3 +79,45 @@ pub fn verify_seal(s: &Sealed, proof: &[u8]) -> bool {
     )
     .unwrap_or(false)
 }
+
+/// Make sure the 2 KiB SnapDeals test parameters exist (`c2q params generate --snap
+/// --if-missing`, under the same lock).
+pub fn ensure_snap_params() -> PathBuf {
+    use_test_params();
+    let out = c2q()
+        .args([
+            "params",
+            "generate",
+            "--if-missing",
+            "--snap",
+            "--proof",
+            "StackedDrg2KiBV1",
+            "--dir",
+            TEST_PARAMS,
+        ])
+        .output()
+        .expect("run c2q params generate --snap");
+    assert!(
+        out.status.success(),
+        "params generate --snap failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// A 2 KiB SnapDeals test update, written as `c2q prove` takes it.
+pub fn write_snap_input(dir: &Path, name: &str, seed: u64) -> (c2q::snap::SnapInput, PathBuf) {
+    use_test_params();
+    let input = c2q::snap::testdata::update_2kib(1000, 1, seed).expect("a test update");
+    let path = dir.join(name);
+    std::fs::write(&path, input.to_json().unwrap()).unwrap();
+    (input, path)
+}
+
+/// filecoin-proofs' update verifier, with the test parameters.
+pub fn verify_update(input: &c2q::snap::SnapInput, proof: &[u8]) -> bool {
+    use_test_params();
+    c2q::snap::SnapJob::new(input.clone())
+        .and_then(|job| job.check_proof(proof))
+        .unwrap_or(false)
+}
