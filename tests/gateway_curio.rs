@@ -135,12 +135,12 @@ async fn curio_proving_engine_calls_reach_the_fleet() {
     for (what, code) in expect {
         assert_eq!(seen[what], code, "{what}: {seen}");
     }
-    // A SnapDeals request whose vanilla_proof holds a C1 output.
+    // A SnapDeals request with a PoRep proof number (and a C1 output for vanilla proofs).
     assert!(
         seen["snap_detail"]
             .as_str()
             .unwrap()
-            .contains("vanilla_proof is not a JSON array of base64 partition proofs"),
+            .contains("registered_proof 5 is not a registered update proof"),
         "{seen}"
     );
     assert!(
