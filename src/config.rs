@@ -133,7 +133,8 @@ impl Default for GatewayConfig {
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ParamsConfig {
-    /// Registered proofs (`StackedDrg32GiBV1_1`) or sector sizes (`32GiB`) this worker serves:
+    /// Registered proofs (`StackedDrg32GiBV1_1`), sector sizes (`32GiB`) or SnapDeals update
+    /// circuits (`snap-32GiB`) this worker serves:
     /// at start, each one's `.params` and `.vk` must be in `$FIL_PROOFS_PARAMETER_CACHE` with
     /// the length its counts declare, or the worker refuses to start and names the file. Empty
     /// (the default): nothing is checked at start, and a job whose parameters are missing

@@ -104,6 +104,30 @@ fn a_2kib_update_is_proved_verified_and_bad_inputs_are_refused() {
         stderr(&out)
     );
 
+    // `params check` covers the update circuit's files, and names test parameters as such.
+    let out = common::c2q()
+        .args([
+            "params",
+            "check",
+            "--size-only",
+            "--proof",
+            "snap-2KiB",
+            "--dir",
+        ])
+        .arg(common::TEST_PARAMS)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        listed
+            .lines()
+            .filter(|l| l.contains("empty-sector-update") && l.contains("test parameters"))
+            .count(),
+        2,
+        "{listed}"
+    );
+
     // A C1 output still needs its miner and sector; `--snap` on a C1 says it is not one.
     let sealed = common::seal(
         filecoin_proofs_api::RegisteredSealProof::StackedDrg2KiBV1_1,

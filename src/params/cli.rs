@@ -18,8 +18,9 @@ pub struct CheckArgs {
     /// /var/tmp/filecoin-proof-parameters).
     #[arg(long)]
     pub dir: Option<PathBuf>,
-    /// Registered proof (StackedDrg32GiBV1_1) or sector size (32GiB) whose files to check;
-    /// repeat or separate with commas. Default: every PoRep sector size, 2KiB to 64GiB.
+    /// Registered proof (StackedDrg32GiBV1_1), sector size (32GiB), or SnapDeals update
+    /// circuit (snap-32GiB) whose files to check; repeat or separate with commas. Default:
+    /// every PoRep sector size, 2KiB to 64GiB.
     #[arg(long, value_delimiter = ',')]
     pub proof: Vec<String>,
     /// Check presence and length only (a few reads per file), not the digest (minutes for a
@@ -37,8 +38,9 @@ pub struct FetchArgs {
     /// /var/tmp/filecoin-proof-parameters); created if missing.
     #[arg(long)]
     pub dir: Option<PathBuf>,
-    /// Registered proof (StackedDrg32GiBV1_1) or sector size (32GiB) whose files to fetch;
-    /// repeat or separate with commas. Default: every PoRep sector size, 2KiB to 64GiB.
+    /// Registered proof (StackedDrg32GiBV1_1), sector size (32GiB), or SnapDeals update
+    /// circuit (snap-32GiB) whose files to fetch; repeat or separate with commas. Default:
+    /// every PoRep sector size, 2KiB to 64GiB.
     #[arg(long, value_delimiter = ',')]
     pub proof: Vec<String>,
     /// IPFS gateway: a file is fetched from this URL followed by its cid.

@@ -17,9 +17,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use filecoin_proofs_api::RegisteredSealProof;
+use filecoin_proofs_api::{RegisteredSealProof, RegisteredUpdateProof};
 
 use crate::porep::{self, params::file_name};
+use crate::snap;
 pub use check::{check_file, Depth, FileReport, Status};
 pub use manifest::{Entry, Manifest};
 
@@ -41,23 +42,70 @@ pub const SECTOR_SIZES: [(&str, RegisteredSealProof); 5] = [
     ("64GiB", RegisteredSealProof::StackedDrg64GiBV1_1),
 ];
 
-/// A `--proof` value: a registered proof name (`StackedDrg32GiBV1_1`) or a sector size
-/// (`32GiB`).
-pub fn parse_proof(text: &str) -> Result<RegisteredSealProof> {
-    if let Some((_, proof)) = SECTOR_SIZES
-        .iter()
-        .find(|(size, _)| size.eq_ignore_ascii_case(text))
-    {
-        return Ok(*proof);
-    }
-    porep::proof_from_name(text)
-        .context("expected a registered proof or a sector size (2KiB, 8MiB, 512MiB, 32GiB, 64GiB)")
+/// A circuit whose parameter files an operator names: a PoRep proof's, or a SnapDeals
+/// update's of one sector size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Circuit {
+    Porep(RegisteredSealProof),
+    Snap(RegisteredUpdateProof),
 }
 
-/// The proofs named, or every sector size when none is.
-pub fn select(names: &[String]) -> Result<Vec<RegisteredSealProof>> {
+impl Circuit {
+    fn cache_id(self) -> Result<String> {
+        match self {
+            Circuit::Porep(proof) => porep::params::cache_id(proof),
+            Circuit::Snap(proof) => snap::params::cache_id(proof),
+        }
+    }
+
+    /// How messages name it: the registered proof, or `snap-<size>`.
+    pub fn name(self) -> String {
+        match self {
+            Circuit::Porep(proof) => porep::proof_name(proof),
+            Circuit::Snap(proof) => match SECTOR_SIZES
+                .iter()
+                .find(|(_, p)| p.sector_size() == proof.sector_size())
+            {
+                Some((size, _)) => format!("snap-{size}"),
+                None => snap::update_proof_name(proof),
+            },
+        }
+    }
+}
+
+/// A `--proof` value: a registered PoRep proof name (`StackedDrg32GiBV1_1`), a sector size
+/// (`32GiB`, PoRep), or `snap-` and a sector size (`snap-32GiB`: the SnapDeals update circuit).
+pub fn parse_proof(text: &str) -> Result<Circuit> {
+    let size_named = |size: &str| {
+        SECTOR_SIZES
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(size))
+            .map(|(_, proof)| *proof)
+    };
+    let lower = text.to_ascii_lowercase();
+    if let Some(size) = lower.strip_prefix("snap-") {
+        let update = size_named(size)
+            .and_then(|proof| snap::update_proof_for_size(u64::from(proof.sector_size())));
+        return update.map(Circuit::Snap).with_context(|| {
+            format!("{text:?}: expected snap- and a sector size (2KiB, 8MiB, 512MiB, 32GiB, 64GiB)")
+        });
+    }
+    if let Some(proof) = size_named(text) {
+        return Ok(Circuit::Porep(proof));
+    }
+    porep::proof_from_name(text).map(Circuit::Porep).context(
+        "expected a registered proof, a sector size (2KiB, 8MiB, 512MiB, 32GiB, 64GiB), or \
+         snap- and a sector size",
+    )
+}
+
+/// The circuits named, or every PoRep sector size when none is.
+pub fn select(names: &[String]) -> Result<Vec<Circuit>> {
     if names.is_empty() {
-        return Ok(SECTOR_SIZES.iter().map(|(_, p)| *p).collect());
+        return Ok(SECTOR_SIZES
+            .iter()
+            .map(|(_, p)| Circuit::Porep(*p))
+            .collect());
     }
     names.iter().map(|n| parse_proof(n)).collect()
 }
@@ -65,17 +113,17 @@ pub fn select(names: &[String]) -> Result<Vec<RegisteredSealProof>> {
 /// The `.params` and `.vk` files the proofs need, each once, in name order. `.meta` files are
 /// not published (filecoin-proofs writes them itself when missing, and c2q never reads them),
 /// so they are not among them.
-pub fn wanted(proofs: &[RegisteredSealProof], manifest: &Manifest) -> Result<Vec<Wanted>> {
+pub fn wanted(circuits: &[Circuit], manifest: &Manifest) -> Result<Vec<Wanted>> {
     let mut out = BTreeMap::new();
-    for &proof in proofs {
-        let id = porep::params::cache_id(proof)?;
+    for &circuit in circuits {
+        let id = circuit.cache_id()?;
         for ext in ["params", "vk"] {
             let name = file_name(&id, ext);
             let Some(entry) = manifest.get(&name) else {
                 bail!(
                     "{} publishes no {name} (needed by {})",
                     manifest.source(),
-                    porep::proof_name(proof)
+                    circuit.name()
                 );
             };
             out.insert(
@@ -139,7 +187,7 @@ mod tests {
     fn every_porep_proof_names_two_files_of_the_official_manifest() {
         let manifest = Manifest::official().unwrap();
         for proof in ALL {
-            let files = wanted(&[proof], &manifest).unwrap();
+            let files = wanted(&[Circuit::Porep(proof)], &manifest).unwrap();
             assert_eq!(files.len(), 2, "{proof:?}");
             for f in &files {
                 assert_eq!(f.entry.sector_size, u64::from(proof.sector_size()), "{f:?}");
@@ -149,20 +197,47 @@ mod tests {
                 .iter()
                 .find(|(_, p)| p.sector_size() == proof.sector_size())
                 .unwrap();
-            assert_eq!(files, wanted(&[size.1], &manifest).unwrap(), "{proof:?}");
+            let by_size = wanted(&[Circuit::Porep(size.1)], &manifest).unwrap();
+            assert_eq!(files, by_size, "{proof:?}");
         }
-        assert_eq!(wanted(&ALL, &manifest).unwrap().len(), 10);
+        let all: Vec<Circuit> = ALL.into_iter().map(Circuit::Porep).collect();
+        assert_eq!(wanted(&all, &manifest).unwrap().len(), 10);
+    }
+
+    /// Each SnapDeals update circuit needs two files of the manifest, of its sector size and
+    /// other than PoRep's; `snap-<size>` names them.
+    #[test]
+    fn every_update_proof_names_two_files_of_the_official_manifest() {
+        let manifest = Manifest::official().unwrap();
+        let porep: Vec<Circuit> = select(&[]).unwrap();
+        let porep_files = wanted(&porep, &manifest).unwrap();
+        for proof in snap::REGISTERED_UPDATE_PROOFS {
+            let files = wanted(&[Circuit::Snap(proof)], &manifest).unwrap();
+            assert_eq!(files.len(), 2, "{proof:?}");
+            for f in &files {
+                assert_eq!(f.entry.sector_size, u64::from(proof.sector_size()), "{f:?}");
+                assert!(f.name.contains("empty-sector-update"), "{f:?}");
+                assert!(!porep_files.contains(f), "{f:?}");
+            }
+            let name = Circuit::Snap(proof).name();
+            assert_eq!(parse_proof(&name).unwrap(), Circuit::Snap(proof), "{name}");
+        }
+        assert_eq!(
+            parse_proof("snap-32GiB").unwrap(),
+            Circuit::Snap(RegisteredUpdateProof::StackedDrg32GiBV1)
+        );
+        assert!(parse_proof("snap-16GiB").is_err());
     }
 
     #[test]
     fn proofs_are_named_by_registered_proof_or_sector_size() {
         assert_eq!(
             parse_proof("32gib").unwrap(),
-            RegisteredSealProof::StackedDrg32GiBV1_1
+            Circuit::Porep(RegisteredSealProof::StackedDrg32GiBV1_1)
         );
         assert_eq!(
             parse_proof("StackedDrg2KiBV1_2_Feat_NonInteractivePoRep").unwrap(),
-            RegisteredSealProof::StackedDrg2KiBV1_2_Feat_NonInteractivePoRep
+            Circuit::Porep(RegisteredSealProof::StackedDrg2KiBV1_2_Feat_NonInteractivePoRep)
         );
         assert!(parse_proof("16GiB").is_err());
         assert_eq!(select(&[]).unwrap().len(), 5);
@@ -173,7 +248,7 @@ mod tests {
         use layout::{tests::fake, Kind};
         let dir = tempfile::tempdir().unwrap();
         let files = wanted(
-            &[RegisteredSealProof::StackedDrg2KiBV1_1],
+            &[Circuit::Porep(RegisteredSealProof::StackedDrg2KiBV1_1)],
             &Manifest::official().unwrap(),
         )
         .unwrap();
@@ -209,7 +284,7 @@ mod tests {
     #[test]
     fn the_2kib_files_are_the_ones_filecoin_proofs_publishes() {
         let files = wanted(
-            &[RegisteredSealProof::StackedDrg2KiBV1_1],
+            &[Circuit::Porep(RegisteredSealProof::StackedDrg2KiBV1_1)],
             &Manifest::official().unwrap(),
         )
         .unwrap();
