@@ -207,7 +207,7 @@ async fn a_job_too_large_for_a_worker_waits_in_its_class_for_one_that_holds_it()
     s.wait_log("worker started", T).await;
     assert!(
         s.log()
-            .contains("\"classes\":\"porep-2k,canary-4,canary-1\""),
+            .contains("\"classes\":\"porep-2k,snap-2k,canary-4,canary-1\""),
         "{}",
         s.log()
     );
@@ -235,7 +235,7 @@ async fn a_job_too_large_for_a_worker_waits_in_its_class_for_one_that_holds_it()
         "{out}"
     );
     assert!(
-        out.contains("small  cpu  classes porep-2k,canary-4,canary-1"),
+        out.contains("small  cpu  classes porep-2k,snap-2k,canary-4,canary-1"),
         "{out}"
     );
     let addr = s.telemetry_addr().await;
