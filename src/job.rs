@@ -5,7 +5,8 @@
 
 use std::sync::Arc;
 
-use anyhow::Result;
+use anyhow::{anyhow, ensure, Result};
+use blstrs::Scalar as Fr;
 
 use crate::groth16::{Assignment, CompactWitness, Proof, R1cs, Srs};
 
@@ -30,6 +31,29 @@ pub trait ProofJob: Send + Sync {
 
     /// Verify the proofs of all partitions, in order, against this job's public inputs.
     fn verify(&self, proofs: &[Proof]) -> Result<()>;
+}
+
+/// Check a job's `proofs`, one per partition of `partitions`, each against its public inputs
+/// with bellperson's verifier; the error names the partition that fails.
+pub fn verify_partitions(
+    srs: &Srs,
+    proofs: &[Proof],
+    partitions: usize,
+    public_inputs: impl Fn(usize) -> Result<Vec<Fr>>,
+) -> Result<()> {
+    ensure!(
+        proofs.len() == partitions,
+        "{} partition proofs for a job of {partitions} partitions",
+        proofs.len()
+    );
+    let pvk = bellperson::groth16::prepare_verifying_key(&srs.vk);
+    for (k, proof) in proofs.iter().enumerate() {
+        let inputs = public_inputs(k)?;
+        let ok = bellperson::groth16::verify_proof(&pvk, proof, &inputs)
+            .map_err(|e| anyhow!("verification of partition {k} failed: {e}"))?;
+        ensure!(ok, "partition {k}'s proof does not verify");
+    }
+    Ok(())
 }
 
 /// The wire form of a multi-partition proof: 192 bytes per partition, in order — the bytes

@@ -216,10 +216,7 @@ impl Door {
             ));
         }
         let job_id = (!submit.request_id.is_empty()).then(|| submit.request_id.clone());
-        let urgency = match Priority::try_from(submit.priority) {
-            Ok(Priority::High | Priority::Critical) => Urgency::Urgent,
-            _ => Urgency::Normal,
-        };
+        let urgency = urgency_of(submit.priority);
         let limits = self.gateway.config.limits.clone();
         let built = tokio::task::spawn_blocking(move || {
             let request = PorepRequest {
@@ -233,18 +230,7 @@ impl Door {
             porep_job(request, &limits)
         })
         .await;
-        match built {
-            Ok(Ok(job)) => Ok((job, urgency)),
-            Ok(Err(Refusal::Malformed(why))) => Err(malformed(why)),
-            Ok(Err(Refusal::Unprovable(why))) => {
-                Err(Refused::new("refused", Code::InvalidArgument, why))
-            }
-            Err(e) => Err(Refused::new(
-                "refused",
-                Code::InvalidArgument,
-                format!("checking the C1 output failed: {e}"),
-            )),
-        }
+        Ok((checked(built, "the C1 output")?, urgency))
     }
 
     /// A SnapDeals submission's job: `registered_proof` the update proof's number,
@@ -271,10 +257,7 @@ impl Door {
                 "vanilla_proof is empty: it carries the vanilla partition proofs".into(),
             ));
         }
-        let urgency = match Priority::try_from(submit.priority) {
-            Ok(Priority::High | Priority::Critical) => Urgency::Urgent,
-            _ => Urgency::Normal,
-        };
+        let urgency = urgency_of(submit.priority);
         let limits = self.gateway.config.limits.clone();
         let built = tokio::task::spawn_blocking(move || {
             let request = SnapRequest {
@@ -290,18 +273,7 @@ impl Door {
             snap_job(request, &limits)
         })
         .await;
-        match built {
-            Ok(Ok(job)) => Ok((job, urgency)),
-            Ok(Err(Refusal::Malformed(why))) => Err(malformed(why)),
-            Ok(Err(Refusal::Unprovable(why))) => {
-                Err(Refused::new("refused", Code::InvalidArgument, why))
-            }
-            Err(e) => Err(Refused::new(
-                "refused",
-                Code::InvalidArgument,
-                format!("checking the SnapDeals input failed: {e}"),
-            )),
-        }
+        Ok((checked(built, "the SnapDeals input")?, urgency))
     }
 
     /// Submit a checked job: its id once it is recorded and enqueued (or known already).
@@ -690,6 +662,36 @@ impl Door {
             .filter(|w| w.classes.iter().any(|c| c == circuit))
             .count();
         Ok((holding, fetching))
+    }
+}
+
+/// Urgent for Curio's `HIGH` and `CRITICAL` priorities: the class's urgent queue.
+fn urgency_of(priority: i32) -> Urgency {
+    match Priority::try_from(priority) {
+        Ok(Priority::High | Priority::Critical) => Urgency::Urgent,
+        _ => Urgency::Normal,
+    }
+}
+
+/// A request's job as the blocking check of `what` (its C1, its SnapDeals input) built it, or
+/// the refusal the client is told.
+fn checked(
+    built: Result<Result<DecodedJob, Refusal>, tokio::task::JoinError>,
+    what: &str,
+) -> Result<DecodedJob, Refused> {
+    match built {
+        Ok(Ok(job)) => Ok(job),
+        Ok(Err(Refusal::Malformed(why))) => {
+            Err(Refused::new("malformed", Code::InvalidArgument, why))
+        }
+        Ok(Err(Refusal::Unprovable(why))) => {
+            Err(Refused::new("refused", Code::InvalidArgument, why))
+        }
+        Err(e) => Err(Refused::new(
+            "refused",
+            Code::InvalidArgument,
+            format!("checking {what} failed: {e}"),
+        )),
     }
 }
 

@@ -75,6 +75,19 @@ impl std::fmt::Debug for Srs {
 }
 
 impl Srs {
+    /// The same parameters as bellperson's type, for reference proofs with its `create_proof`.
+    #[cfg(test)]
+    pub fn to_bellperson(&self) -> bellperson::groth16::Parameters<blstrs::Bls12> {
+        bellperson::groth16::Parameters {
+            vk: self.vk.clone(),
+            h: Arc::new(self.h.clone()),
+            l: Arc::new(self.l.clone()),
+            a: Arc::new(self.a.clone()),
+            b_g1: Arc::new(self.b_g1.clone()),
+            b_g2: Arc::new(self.b_g2.clone()),
+        }
+    }
+
     /// Bytes this SRS takes in memory once decoded.
     pub fn resident_bytes(&self) -> u64 {
         let g1 = self.h.len() + self.l.len() + self.a.len() + self.b_g1.len();

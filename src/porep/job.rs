@@ -27,7 +27,7 @@ use super::params;
 use super::witness::{self, Commitments, CHALLENGE_NAMESPACE};
 use crate::groth16::witness::CompactValues;
 use crate::groth16::{CompactWitness, Proof, R1cs, R1csCache, Srs, SrsCache, WitnessBuilder};
-use crate::job::ProofJob;
+use crate::job::{verify_partitions, ProofJob};
 
 /// The per-sector-shape part of a job, behind a trait object so that one `PorepJob` type
 /// serves every sector size.
@@ -251,14 +251,7 @@ impl<Tree: 'static + MerkleTreeTrait> Partitions for TreePartitions<Tree> {
     #[cfg(test)]
     fn reference_proof(&self, k: usize, srs: &Srs, r: Fr, s: Fr) -> Result<Proof> {
         let circuit = self.circuit(k, &self.proofs[k])?;
-        let params = bellperson::groth16::Parameters {
-            vk: srs.vk.clone(),
-            h: Arc::new(srs.h.clone()),
-            l: Arc::new(srs.l.clone()),
-            a: Arc::new(srs.a.clone()),
-            b_g1: Arc::new(srs.b_g1.clone()),
-            b_g2: Arc::new(srs.b_g2.clone()),
-        };
+        let params = srs.to_bellperson();
         Ok(bellperson::groth16::create_proof::<blstrs::Bls12, _, _>(
             circuit, &params, r, s,
         )?)
@@ -373,20 +366,9 @@ impl ProofJob for PorepJob {
     }
 
     fn verify(&self, proofs: &[Proof]) -> Result<()> {
-        ensure!(
-            proofs.len() == self.partitions.count(),
-            "{} partition proofs for a job of {} partitions",
-            proofs.len(),
-            self.partitions.count()
-        );
-        let srs = self.srs()?;
-        let pvk = bellperson::groth16::prepare_verifying_key(&srs.vk);
-        for (k, proof) in proofs.iter().enumerate() {
-            let inputs = self.partitions.public_inputs(k)?;
-            let ok = bellperson::groth16::verify_proof(&pvk, proof, &inputs)
-                .map_err(|e| anyhow!("verification of partition {k} failed: {e}"))?;
-            ensure!(ok, "partition {k}'s proof does not verify");
-        }
+        verify_partitions(&*self.srs()?, proofs, self.partitions.count(), |k| {
+            self.partitions.public_inputs(k)
+        })?;
         Ok(())
     }
 }

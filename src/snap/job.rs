@@ -24,7 +24,7 @@ use storage_proofs_update::{
 use super::input::SnapInput;
 use super::{params, update_config, update_proof_name};
 use crate::groth16::{CompactWitness, Proof, R1cs, R1csCache, Srs, SrsCache, WitnessBuilder};
-use crate::job::{proof_bytes, ProofJob};
+use crate::job::{proof_bytes, verify_partitions, ProofJob};
 
 /// The per-sector-shape part of a job, behind a trait object so that one `SnapJob` type
 /// serves every sector size.
@@ -104,14 +104,7 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> Partitions for TreeP
 
     #[cfg(test)]
     fn reference_proof(&self, k: usize, srs: &Srs, r: Fr, s: Fr) -> Result<Proof> {
-        let params = bellperson::groth16::Parameters {
-            vk: srs.vk.clone(),
-            h: Arc::new(srs.h.clone()),
-            l: Arc::new(srs.l.clone()),
-            a: Arc::new(srs.a.clone()),
-            b_g1: Arc::new(srs.b_g1.clone()),
-            b_g2: Arc::new(srs.b_g2.clone()),
-        };
+        let params = srs.to_bellperson();
         Ok(bellperson::groth16::create_proof::<blstrs::Bls12, _, _>(
             self.circuit(k)?,
             &params,
@@ -228,20 +221,9 @@ impl ProofJob for SnapJob {
     /// Each partition against its public inputs (naming the one that fails), then the whole
     /// proof through filecoin-proofs' own verifier.
     fn verify(&self, proofs: &[Proof]) -> Result<()> {
-        ensure!(
-            proofs.len() == self.partitions.count(),
-            "{} partition proofs for a job of {} partitions",
-            proofs.len(),
-            self.partitions.count()
-        );
-        let srs = self.srs()?;
-        let pvk = bellperson::groth16::prepare_verifying_key(&srs.vk);
-        for (k, proof) in proofs.iter().enumerate() {
-            let inputs = self.partitions.public_inputs(k)?;
-            let ok = bellperson::groth16::verify_proof(&pvk, proof, &inputs)
-                .map_err(|e| anyhow!("verification of partition {k} failed: {e}"))?;
-            ensure!(ok, "partition {k}'s proof does not verify");
-        }
+        verify_partitions(&*self.srs()?, proofs, self.partitions.count(), |k| {
+            self.partitions.public_inputs(k)
+        })?;
         ensure!(
             self.check_proof(&proof_bytes(proofs)?)?,
             "filecoin-proofs' verify_empty_sector_update_proof rejects the proof"

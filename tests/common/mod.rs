@@ -26,22 +26,20 @@ pub fn use_test_params() {
 /// `c2q params generate --if-missing` on first use (it locks the directory, so concurrent
 /// tests wait for one generation).
 pub fn ensure_2kib_params() -> PathBuf {
+    generate_if_missing(&["--proof", "StackedDrg2KiBV1_1"])
+}
+
+/// `c2q params generate --if-missing --dir TEST_PARAMS` with `which`; the `.params` path.
+fn generate_if_missing(which: &[&str]) -> PathBuf {
     use_test_params();
     let out = c2q()
-        .args([
-            "params",
-            "generate",
-            "--if-missing",
-            "--proof",
-            "StackedDrg2KiBV1_1",
-            "--dir",
-            TEST_PARAMS,
-        ])
+        .args(["params", "generate", "--if-missing", "--dir", TEST_PARAMS])
+        .args(which)
         .output()
         .expect("run c2q params generate");
     assert!(
         out.status.success(),
-        "params generate failed: {}",
+        "params generate {which:?} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
@@ -83,26 +81,7 @@ pub fn verify_seal(s: &Sealed, proof: &[u8]) -> bool {
 /// Make sure the 2 KiB SnapDeals test parameters exist (`c2q params generate --snap
 /// --if-missing`, under the same lock).
 pub fn ensure_snap_params() -> PathBuf {
-    use_test_params();
-    let out = c2q()
-        .args([
-            "params",
-            "generate",
-            "--if-missing",
-            "--snap",
-            "--proof",
-            "StackedDrg2KiBV1",
-            "--dir",
-            TEST_PARAMS,
-        ])
-        .output()
-        .expect("run c2q params generate --snap");
-    assert!(
-        out.status.success(),
-        "params generate --snap failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    generate_if_missing(&["--snap", "--proof", "StackedDrg2KiBV1"])
 }
 
 /// A 2 KiB SnapDeals test update, written as `c2q prove` takes it.
