@@ -254,26 +254,18 @@ extern "C" __global__ void scale_powers(u32* data, u32 log_n, const u32* hi, con
     store_fr(data, p, fe_mul<FrTag>(load_fr(data, p), power_at(hi, lo, i)));
 }
 
-// a = a·b: the same in two steps, for a GPU that holds two of a, b, c at a time.
+// a = a·b elementwise: A·B on the coset, from the coset evaluations of A and B.
 extern "C" __global__ void h_mul(u32* a, const u32* b, u64 n) {
     u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     store_fr(a, i, fe_mul<FrTag>(load_fr(a, i), load_fr(b, i)));
 }
 
-// a = (a − c) / Z on the coset, after h_mul.
+// a = (a − c)·zinv elementwise: H from the coefficients of A·B and of C, both bit-reversed and
+// not divided by n (src/gpu/ntt.rs); zinv = 1/(n·Z) on the coset.
 extern "C" __global__ void h_sub_div(u32* a, const u32* c, const u32* zinv, u64 n) {
     u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     store_fr(a, i, fe_mul<FrTag>(fe_sub<FrTag>(load_fr(a, i), load_fr(c, i)), load_fr(zinv, 0)));
 }
 
-// a = (a·b − c) / Z on the coset, with zinv = 1 / (g^n − 1): every coset point has the same Z.
-extern "C" __global__ void h_combine(u32* a, const u32* b, const u32* c, const u32* zinv,
-                                     u64 n) {
-    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    Fr z = load_fr(zinv, 0);
-    Fr ab = fe_mul<FrTag>(load_fr(a, i), load_fr(b, i));
-    store_fr(a, i, fe_mul<FrTag>(fe_sub<FrTag>(ab, load_fr(c, i)), z));
-}

@@ -407,7 +407,7 @@ impl CudaBackend {
                 drop(db);
                 let dc = upload_scalars_padded(gpu, Lane::Main, &c, domain)?;
                 drop(c);
-                st.ntt.coset_evaluations(gpu, &dc, log_n)?;
+                st.ntt.c_coefficients(gpu, &dc, log_n)?;
                 st.ntt.h_from_coset_product(gpu, &da, &dc, log_n)?;
                 drop(dc);
                 let mut h_scalars = vec![Fr::ZERO; domain - 1];
@@ -513,7 +513,7 @@ pub struct PointSets<'a> {
 pub struct StartPhases {
     /// Copying a to the device: nothing to hide it behind yet.
     pub upload_a_ms: f64,
-    /// From there until H's coefficients are ready: seven NTTs, with b and c copied meanwhile.
+    /// From there until H's coefficients are ready: six transforms, with b and c copied meanwhile.
     pub h_ms: f64,
     /// Within `h_ms`: the copies of b and c, and the wait for the NTTs after them.
     pub upload_b_ms: f64,
@@ -639,7 +639,7 @@ fn h_from_host(
     let dc = upload_scalars_padded(gpu, Lane::Copy, &c, domain)?;
     phases.upload_c_ms = ms(tc);
     gpu.wait_for(Lane::Main, Lane::Copy)?;
-    ntt.coset_evaluations(gpu, &dc, log_n)?;
+    ntt.c_coefficients(gpu, &dc, log_n)?;
     ntt.h_from_coset_evaluations(gpu, &da, &db, &dc, log_n)?;
     let tw = Instant::now();
     gpu.sync_lane(Lane::Main)?;
@@ -728,7 +728,7 @@ fn h_on_device(
     let db = product(1)?;
     ntt.coset_evaluations(gpu, &db, log_n)?;
     let dc = product(2)?;
-    ntt.coset_evaluations(gpu, &dc, log_n)?;
+    ntt.c_coefficients(gpu, &dc, log_n)?;
     ntt.h_from_coset_evaluations(gpu, &da, &db, &dc, log_n)?;
     let tw = Instant::now();
     gpu.sync_lane(Lane::Main)?;

@@ -200,9 +200,6 @@ kernels! {
         SCALE_POWERS = scale_powers(
             data: DevPtr<u32>, log_n: u32, hi: DevPtr<u32>, lo: DevPtr<u32>, bitrev: u32,
         );
-        H_COMBINE = h_combine(
-            a: DevPtr<u32>, b: DevPtr<u32>, c: DevPtr<u32>, zinv: DevPtr<u32>, n: u64,
-        );
         H_MUL = h_mul(a: DevPtr<u32>, b: DevPtr<u32>, n: u64);
         H_SUB_DIV = h_sub_div(a: DevPtr<u32>, c: DevPtr<u32>, zinv: DevPtr<u32>, n: u64);
     }

@@ -277,9 +277,9 @@ impl Ntt {
         gpu.sync()
     }
 
-    /// From evaluations → coset evaluations of one of a, b, c: iNTT, times g^i/n, NTT. The
-    /// DIF inverse leaves bit-reversed coefficients, which is what the DIT forward wants.
-    /// Queued on the main lane, not waited for: the first step of H, once per input.
+    /// From evaluations → coset evaluations of a or b: iNTT, times g^i/n, NTT. The DIF inverse
+    /// leaves bit-reversed coefficients, which is what the DIT forward wants. Queued on the
+    /// main lane, not waited for: the first step of H (c takes `c_coefficients` instead).
     pub fn coset_evaluations(&mut self, gpu: &Gpu, data: &DevBuf<u32>, log_n: u32) -> Result<()> {
         check_len(data, log_n)?;
         self.transform(gpu, data, log_n, true, true)?;
@@ -294,8 +294,17 @@ impl Ntt {
         self.transform(gpu, data, log_n, false, false)
     }
 
-    /// The last step of H, after `coset_evaluations` of a, b and c: a = (a·b − c)/Z on the
-    /// coset, back to coefficients in natural order. Queued on the main lane, not waited for.
+    /// C's part of H, from its evaluations: its coefficients, bit-reversed and not yet divided
+    /// by n (`h_from_coset_product` does both). One inverse transform: bellperson takes C to
+    /// the coset and back with A·B, but the way back is linear and undoes C's way there
+    /// (`groth16::ntt::h_coefficients` has the identity). Queued on the main lane, not waited
+    /// for.
+    pub fn c_coefficients(&mut self, gpu: &Gpu, c: &DevBuf<u32>, log_n: u32) -> Result<()> {
+        self.transform(gpu, c, log_n, true, true)
+    }
+
+    /// The last step of H, after `coset_evaluations` of a and b and `c_coefficients` of c:
+    /// H's coefficients in a, in natural order. Queued on the main lane, not waited for.
     pub fn h_from_coset_evaluations(
         &mut self,
         gpu: &Gpu,
@@ -304,18 +313,8 @@ impl Ntt {
         c: &DevBuf<u32>,
         log_n: u32,
     ) -> Result<()> {
-        for d in [a, b, c] {
-            check_len(d, log_n)?;
-        }
-        let n = 1u64 << log_n;
-        let dz = self.z_inverse(gpu, log_n)?;
-        kernels::H_COMBINE.launch(
-            gpu,
-            blocks(n, 256)?,
-            256,
-            (a.ptr(), b.ptr(), c.ptr(), dz, n),
-        )?;
-        self.coefficients_from_coset(gpu, a, log_n)
+        self.coset_multiply(gpu, a, b, log_n)?;
+        self.h_from_coset_product(gpu, a, c, log_n)
     }
 
     /// a = a·b, elementwise: the coset evaluations of A·B, so that b can be freed before c is
@@ -334,8 +333,9 @@ impl Ntt {
         kernels::H_MUL.launch(gpu, blocks(n, 256)?, 256, (a.ptr(), b.ptr(), n))
     }
 
-    /// The last step of H after `coset_multiply`: a = (a − c)/Z on the coset, back to
-    /// coefficients in natural order. Queued, not waited for.
+    /// The last step of H after `coset_multiply` and `c_coefficients`: A·B's coefficients
+    /// from its coset evaluations (inverse transform, times g^-i, both bit-reversed), minus
+    /// C's, times 1/(n·Z) on the coset, then into natural order. Queued, not waited for.
     pub fn h_from_coset_product(
         &mut self,
         gpu: &Gpu,
@@ -347,25 +347,20 @@ impl Ntt {
             check_len(d, log_n)?;
         }
         let n = 1u64 << log_n;
-        let dz = self.z_inverse(gpu, log_n)?;
+        self.transform(gpu, ab, log_n, true, true)?;
+        self.scale(gpu, ab, log_n, gen_inv(), Fr::ONE, true)?;
+        let dz = self.quotient_factor(gpu, log_n)?;
         kernels::H_SUB_DIV.launch(gpu, blocks(n, 256)?, 256, (ab.ptr(), c.ptr(), dz, n))?;
-        self.coefficients_from_coset(gpu, ab, log_n)
+        self.bit_reverse(gpu, ab, log_n)
     }
 
-    /// Device address of 1/Z on the coset: Z(x) = x^n − 1 takes the value g^n − 1 at every
-    /// point of it, kept as a one-entry power table.
-    fn z_inverse(&mut self, gpu: &Gpu, log_n: u32) -> Result<DevPtr<u32>> {
+    /// Device address of 1/(n·Z) on the coset, kept as a one-entry power table: Z(x) = x^n − 1
+    /// takes the value g^n − 1 at every point of it, and both transforms' 1/n is applied here.
+    fn quotient_factor(&mut self, gpu: &Gpu, log_n: u32) -> Result<DevPtr<u32>> {
         let z = Fr::MULTIPLICATIVE_GENERATOR.pow_vartime([1u64 << log_n]) - Fr::ONE;
         let zinv = Option::<Fr>::from(z.invert())
             .ok_or_else(|| anyhow::anyhow!("Z vanishes on the coset"))?;
-        Ok(self.power_table(gpu, 0, Fr::ONE, zinv)?.0)
-    }
-
-    /// Coset evaluations (natural order) → coefficients in natural order, in place.
-    fn coefficients_from_coset(&mut self, gpu: &Gpu, a: &DevBuf<u32>, log_n: u32) -> Result<()> {
-        self.transform(gpu, a, log_n, true, true)?;
-        self.scale(gpu, a, log_n, gen_inv(), n_inv(log_n), true)?;
-        self.bit_reverse(gpu, a, log_n)
+        Ok(self.power_table(gpu, 0, Fr::ONE, zinv * n_inv(log_n))?.0)
     }
 
     /// The coefficients of H = (a·b − c)/Z, as bellperson computes them: a, b, c hold the
@@ -380,9 +375,10 @@ impl Ntt {
         c: &DevBuf<u32>,
         log_n: u32,
     ) -> Result<()> {
-        for d in [a, b, c] {
+        for d in [a, b] {
             self.coset_evaluations(gpu, d, log_n)?;
         }
+        self.c_coefficients(gpu, c, log_n)?;
         self.h_from_coset_evaluations(gpu, a, b, c, log_n)?;
         gpu.sync()
     }
