@@ -29,3 +29,19 @@ pub mod pipeline;
 pub mod schema;
 pub mod telemetry;
 pub mod worker;
+
+/// Unit tests prove with the test parameters. filecoin-proofs reads
+/// `FIL_PROOFS_PARAMETER_CACHE` once, when any test first touches its settings, so the
+/// variable is set by a constructor of the test binary, before the first test starts, rather
+/// than by the tests themselves: which test came first would otherwise decide where every later
+/// one looks for its verifying keys.
+#[cfg(all(test, target_os = "linux"))]
+mod test_parameter_cache {
+    extern "C" fn use_test_parameters() {
+        std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", "/var/tmp/c2q-test-params");
+    }
+
+    #[used]
+    #[link_section = ".init_array"]
+    static SET_BEFORE_ANY_TEST: extern "C" fn() = use_test_parameters;
+}
