@@ -257,44 +257,59 @@ def cid_bytes(text):
     return base64.b32decode(body + "=" * (-len(body) % 8))
 
 
-def snap_request(args, request_id):
-    """A SnapDeals request as Curio sends one: the update proof's number, the vanilla
-    partition proofs as Go's json.Marshal([][]byte) writes them, the three CIDs in binary."""
+def snap_request(args, request_id, as_json=False):
+    """A SnapDeals request as Curio sends one: the update proof's number, one vanilla
+    partition proof (bincode bytes) per entry of vanilla_proofs, the commitments as binary
+    CIDs. With as_json, the partition proofs go in vanilla_proof instead, as Go's
+    json.Marshal([][]byte) writes them."""
     with open(args.snap) as f:
         update = json.load(f)
     numbers = ["StackedDrg2KiBV1", "StackedDrg8MiBV1", "StackedDrg512MiBV1",
                "StackedDrg32GiBV1", "StackedDrg64GiBV1"]
-    return pb.SubmitProofRequest(
+    req = pb.SubmitProofRequest(
         request_id=request_id,
         proof_kind=pb.SNAP_DEALS_UPDATE,
         sector_size=2048,
         registered_proof=numbers.index(update["registered_proof"]),
         priority=pb.NORMAL,
-        vanilla_proof=json.dumps(update["vanilla_proofs"]).encode(),
         sector_number=args.sector,
         miner_id=args.miner,
         sector_key_cid=cid_bytes(update["comm_r_old"]),
         new_sealed_cid=cid_bytes(update["comm_r_new"]),
         new_unsealed_cid=cid_bytes(update["comm_d_new"]),
     )
+    if as_json:
+        req.vanilla_proof = json.dumps(update["vanilla_proofs"]).encode()
+    else:
+        req.vanilla_proofs.extend(base64.b64decode(p) for p in update["vanilla_proofs"])
+    return req
 
 
 def step_prove_snap(stub, args):
-    """A SnapDeals update proved in one call; then the same update with its CIDs swapped,
-    refused. The proof in base64."""
+    """A SnapDeals update proved in one call; the same update submitted again with its
+    partition proofs as one JSON document, which is the same job; the update with its CIDs
+    swapped, and with its partition proofs in both fields, refused. The proof in base64."""
     req = snap_request(args, args.request_id)
     reply = stub.Prove(pb.ProveRequest(submit=req), metadata=metadata(args), timeout=600)
     r = reply.result
+    as_json = stub.SubmitProof(snap_request(args, args.request_id, as_json=True),
+                               metadata=metadata(args), timeout=60)
     swapped = snap_request(args, args.request_id + "-swapped")
     swapped.sector_key_cid, swapped.new_sealed_cid = req.new_sealed_cid, req.sector_key_cid
     refused = code_of(stub.SubmitProof, swapped, metadata=metadata(args))
+    both = snap_request(args, args.request_id + "-both")
+    both.vanilla_proof = snap_request(args, "", as_json=True).vanilla_proof
+    refused_both = code_of(stub.SubmitProof, both, metadata=metadata(args))
     return {
         "job_id": r.job_id,
         "status": pb.AwaitProofResponse.Status.Name(r.status),
         "proof": base64.b64encode(r.proof).decode(),
         "error": r.error_message,
+        "json_form_job_id": as_json.job_id,
         "swapped": refused[0],
         "swapped_detail": refused[1] if refused[0] != "OK" else "",
+        "both": refused_both[0],
+        "both_detail": refused_both[1] if refused_both[0] != "OK" else "",
     }
 
 

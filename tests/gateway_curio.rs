@@ -277,8 +277,10 @@ async fn curio_proving_engine_calls_reach_the_fleet() {
         1
     );
 
-    // A SnapDeals update as Curio sends one, proved by the same worker; the same update with
-    // its sealed CIDs swapped is refused before it reaches the queue.
+    // A SnapDeals update as Curio sends one (a partition proof per entry of vanilla_proofs),
+    // proved by the same worker; the same update with its partition proofs in one JSON
+    // document is the same job; with its sealed CIDs swapped, or its partition proofs in both
+    // fields, it is refused before it reaches the queue.
     let (update, update_path) = common::write_snap_input(dir, "update.json", 61);
     let report = run(
         "prove-snap",
@@ -296,12 +298,21 @@ async fn curio_proving_engine_calls_reach_the_fleet() {
         common::verify_update(&update, &proof_of(&report)),
         "the SnapDeals proof does not verify"
     );
+    assert_eq!(report["json_form_job_id"], report["job_id"], "{report}");
     assert_eq!(report["swapped"], "INVALID_ARGUMENT", "{report}");
     assert!(
         report["swapped_detail"]
             .as_str()
             .unwrap()
             .contains("do not verify against comm_r_old"),
+        "{report}"
+    );
+    assert_eq!(report["both"], "INVALID_ARGUMENT", "{report}");
+    assert!(
+        report["both_detail"]
+            .as_str()
+            .unwrap()
+            .contains("both vanilla_proofs and vanilla_proof are set"),
         "{report}"
     );
 

@@ -24,7 +24,9 @@ use axum::extract::ConnectInfo;
 use axum::Router;
 use tonic::{Code, Request, Response, Status};
 
-use super::job::{porep_job, proof_from_number, snap_job, PorepRequest, Refusal, SnapRequest};
+use super::job::{
+    porep_job, proof_from_number, snap_job, PartitionProofs, PorepRequest, Refusal, SnapRequest,
+};
 use super::listener::{Incoming, Peer};
 use super::{Gateway, OpenRequest, Submitted, Urgency, Waited};
 use crate::broker::UNSORTED;
@@ -233,8 +235,9 @@ impl Door {
         Ok((checked(built, "the C1 output")?, urgency))
     }
 
-    /// A SnapDeals submission's job: `registered_proof` the update proof's number,
-    /// `vanilla_proof` the partition proofs (a JSON array of base64 strings), the three CIDs.
+    /// A SnapDeals submission's job: `registered_proof` the update proof's number, the
+    /// partition proofs in `vanilla_proofs` (one each, as Curio sends them) or in
+    /// `vanilla_proof` (a JSON array of base64 strings), the three commitments.
     async fn snap_job_of(
         &self,
         submit: SubmitProofRequest,
@@ -252,17 +255,36 @@ impl Door {
                 )));
             }
         }
-        if submit.vanilla_proof.is_empty() {
-            return Err(malformed(
-                "vanilla_proof is empty: it carries the vanilla partition proofs".into(),
-            ));
+        match (
+            submit.vanilla_proofs.is_empty(),
+            submit.vanilla_proof.is_empty(),
+        ) {
+            (true, true) => {
+                return Err(malformed(
+                    "vanilla_proofs is empty: it carries the vanilla partition proofs, one \
+                     bincode-serialized PartitionProof per partition"
+                        .into(),
+                ))
+            }
+            (false, false) => {
+                return Err(malformed(
+                    "both vanilla_proofs and vanilla_proof are set: send the partition proofs \
+                     in one of them"
+                        .into(),
+                ))
+            }
+            _ => {}
         }
         let urgency = urgency_of(submit.priority);
         let limits = self.gateway.config.limits.clone();
         let built = tokio::task::spawn_blocking(move || {
             let request = SnapRequest {
                 proof_number: submit.registered_proof,
-                vanilla_proofs: &submit.vanilla_proof,
+                vanilla_proofs: if submit.vanilla_proofs.is_empty() {
+                    PartitionProofs::Json(&submit.vanilla_proof)
+                } else {
+                    PartitionProofs::Each(&submit.vanilla_proofs)
+                },
                 sector_key_cid: &submit.sector_key_cid,
                 new_sealed_cid: &submit.new_sealed_cid,
                 new_unsealed_cid: &submit.new_unsealed_cid,

@@ -75,12 +75,42 @@ pub fn porep_job(request: PorepRequest, limits: &Limits) -> Result<DecodedJob, R
 }
 
 /// A SnapDeals request as Curio's proving-engine protocol carries it.
+/// How a SnapDeals request carries its vanilla partition proofs.
+pub enum PartitionProofs<'a> {
+    /// One bincode-serialized `PartitionProof` per partition, as Curio sends them.
+    Each(&'a [Vec<u8>]),
+    /// All of them in one JSON document, as Go's `json.Marshal([][]byte)` writes them: an
+    /// array of base64 strings.
+    Json(&'a [u8]),
+}
+
+impl PartitionProofs<'_> {
+    fn decode(&self) -> Result<Vec<Vec<u8>>, String> {
+        use base64::Engine;
+        match self {
+            PartitionProofs::Each(proofs) => Ok(proofs.to_vec()),
+            PartitionProofs::Json(json) => {
+                let texts: Vec<String> = serde_json::from_slice(json).map_err(|e| {
+                    format!("vanilla_proof is not a JSON array of base64 partition proofs: {e}")
+                })?;
+                texts
+                    .iter()
+                    .enumerate()
+                    .map(|(k, text)| {
+                        base64::engine::general_purpose::STANDARD
+                            .decode(text)
+                            .map_err(|e| format!("vanilla proof {k} is not base64: {e}"))
+                    })
+                    .collect()
+            }
+        }
+    }
+}
+
 pub struct SnapRequest<'a> {
     /// `abi.RegisteredUpdateProof`: 0 (2 KiB) to 4 (64 GiB).
     pub proof_number: u64,
-    /// The vanilla partition proofs as Go's `json.Marshal([][]byte)` writes them: a JSON
-    /// array of base64 strings, one per partition.
-    pub vanilla_proofs: &'a [u8],
+    pub vanilla_proofs: PartitionProofs<'a>,
     /// Binary CIDs (or the 32 bytes alone): the sector key's comm_r, the new comm_r, the new
     /// comm_d.
     pub sector_key_cid: &'a [u8],
@@ -105,21 +135,7 @@ pub fn snap_job(request: SnapRequest, limits: &Limits) -> Result<DecodedJob, Ref
                 request.proof_number
             ))
         })?;
-    let texts: Vec<String> = serde_json::from_slice(request.vanilla_proofs).map_err(|e| {
-        malformed(format!(
-            "vanilla_proof is not a JSON array of base64 partition proofs: {e}"
-        ))
-    })?;
-    let vanilla_proofs = texts
-        .iter()
-        .enumerate()
-        .map(|(k, text)| {
-            use base64::Engine;
-            base64::engine::general_purpose::STANDARD
-                .decode(text)
-                .map_err(|e| malformed(format!("vanilla proof {k} is not base64: {e}")))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let vanilla_proofs = request.vanilla_proofs.decode().map_err(malformed)?;
     let cid = |bytes: &[u8], kind, field: &str| {
         commitment::parse_bytes(bytes, kind).map_err(|e| malformed(format!("{field}: {e:#}")))
     };
