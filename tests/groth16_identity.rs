@@ -1,8 +1,6 @@
 //! c2q's Groth16 prover against bellperson's `create_proof`: given the same parameters and the
 //! same r and s, the proof bytes must be identical, for every density case.
 
-use std::sync::Arc;
-
 use bellperson::groth16 as bp;
 use bellperson::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::{Bls12, Scalar as Fr};
@@ -65,17 +63,6 @@ impl Circuit<Fr> for InputsOnly {
     }
 }
 
-fn to_bellperson(srs: &Srs) -> bp::Parameters<Bls12> {
-    bp::Parameters {
-        vk: srs.vk.clone(),
-        h: Arc::new(srs.h.clone()),
-        l: Arc::new(srs.l.clone()),
-        a: Arc::new(srs.a.clone()),
-        b_g1: Arc::new(srs.b_g1.clone()),
-        b_g2: Arc::new(srs.b_g2.clone()),
-    }
-}
-
 fn from_bellperson(params: &bp::Parameters<Bls12>) -> Srs {
     let mut bytes = Vec::new();
     params.write(&mut bytes).unwrap();
@@ -93,7 +80,7 @@ fn compare<C: Circuit<Fr> + Clone + Send>(circuit: C, srs: &Srs, inputs: &[Fr], 
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let (r, s) = (Fr::random(&mut rng), Fr::random(&mut rng));
     let reference =
-        bp::create_proof::<Bls12, _, _>(circuit.clone(), &to_bellperson(srs), r, s).unwrap();
+        bp::create_proof::<Bls12, _, _>(circuit.clone(), &srs.to_bellperson(), r, s).unwrap();
     let ours = groth16::prove(
         &CpuBackend,
         srs,
@@ -220,7 +207,7 @@ fn our_parameters_are_what_bellperson_reads() {
     let bytes = std::fs::read(&path).unwrap();
     let theirs = bp::Parameters::<Bls12>::read(&bytes[..], true).unwrap();
     assert!(
-        theirs == to_bellperson(&srs),
+        theirs == srs.to_bellperson(),
         "bellperson reads back different parameters"
     );
     // And an unsatisfied witness gives a proof that does not verify, identically.

@@ -75,8 +75,8 @@ impl std::fmt::Debug for Srs {
 }
 
 impl Srs {
-    /// The same parameters as bellperson's type, for reference proofs with its `create_proof`.
-    #[cfg(test)]
+    /// The same parameters as bellperson's type, for reference proofs with its `create_proof`
+    /// (the identity tests, in the crate and in `tests/`).
     pub fn to_bellperson(&self) -> bellperson::groth16::Parameters<blstrs::Bls12> {
         bellperson::groth16::Parameters {
             vk: self.vk.clone(),
