@@ -6,7 +6,7 @@
 //! chain v₀ = x, vᵢ₊₁ = vᵢ² + i ends at the public output y". The bits make the witness
 //! mostly 0 and 1, like PoRep's.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use anyhow::{anyhow, ensure, Result};
 use bellperson::{Circuit, ConstraintSystem, SynthesisError};
@@ -14,7 +14,9 @@ use blstrs::Scalar as Fr;
 use ff::{Field, PrimeFieldBits};
 use rand::SeedableRng;
 
-use crate::groth16::{setup, CompactWitness, Proof, R1cs, Srs, SrsKey, WitnessBuilder};
+use crate::groth16::{
+    setup, CompactWitness, Proof, R1cs, R1csCache, Srs, SrsCache, SrsKey, WitnessBuilder,
+};
 use crate::job::ProofJob;
 
 /// Squarings in the chain.
@@ -111,13 +113,10 @@ pub fn srs_key() -> SrsKey {
 
 /// The canary's parameters: generated once per process from a fixed seed.
 pub fn srs() -> Result<Arc<Srs>> {
-    static SRS: OnceLock<Arc<Srs>> = OnceLock::new();
-    if let Some(srs) = SRS.get() {
-        return Ok(srs.clone());
-    }
-    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(0xc2a9);
-    let srs = setup::generate(CanaryCircuit { x: None }, &mut rng, NAME, &setup::Quiet)?;
-    Ok(SRS.get_or_init(|| Arc::new(srs)).clone())
+    SrsCache::global().get_or_make(&srs_key(), || {
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(0xc2a9);
+        setup::generate(CanaryCircuit { x: None }, &mut rng, NAME, &setup::Quiet)
+    })
 }
 
 /// A canary job: `partitions` circuits whose secrets derive from `seed`.
@@ -149,12 +148,9 @@ impl ProofJob for CanaryJob {
     }
 
     fn r1cs(&self) -> Result<Arc<R1cs>> {
-        static R1CS: OnceLock<Arc<R1cs>> = OnceLock::new();
-        if let Some(r1cs) = R1CS.get() {
-            return Ok(r1cs.clone());
-        }
-        let r1cs = R1cs::record("canary", CanaryCircuit { x: None })?;
-        Ok(R1CS.get_or_init(|| Arc::new(r1cs)).clone())
+        R1csCache::global().get(NAME, &srs_key(), None, || {
+            R1cs::record(NAME, CanaryCircuit { x: None })
+        })
     }
 
     fn witness(&self, partition: usize) -> Result<CompactWitness> {

@@ -570,13 +570,7 @@ pub fn status(args: StatusArgs) -> Result<()> {
             workers.len()
         );
         for w in &workers {
-            println!(
-                "  {}  {}  classes {}  (seen {} s ago)",
-                w.name,
-                w.backend,
-                w.classes.join(","),
-                w.seen_s_ago
-            );
+            print!("{}", worker_lines(w));
         }
         println!("\nledger ({}):", config.ledger.schema);
         for (status, n) in ledger.counts().await? {
@@ -589,6 +583,37 @@ pub fn status(args: StatusArgs) -> Result<()> {
         }
         Ok(())
     })
+}
+
+/// What `c2q status` says of one worker: its classes, the parameters it keeps loaded (and
+/// why: what they hold, since when unused), its last releases, and a stall.
+pub fn worker_lines(w: &SeenWorker) -> String {
+    let mut out = format!(
+        "  {}  {}  classes {}  (seen {} s ago)\n",
+        w.name,
+        w.backend,
+        w.classes.join(","),
+        w.seen_s_ago
+    );
+    if let Some(s) = w.stalled_s {
+        out += &format!(
+            "    STALLED for {s} s: holds no job while jobs of its classes are ready \
+             (its log says what it holds)\n"
+        );
+    }
+    for (i, circuit) in w.resident.iter().enumerate() {
+        let bytes = w.resident_bytes.get(i).copied().unwrap_or(0);
+        let idle = w.resident_idle_s.get(i).copied().unwrap_or(0);
+        out += &format!(
+            "    keeps {circuit} loaded: {:.1} GB, last used {idle} s ago (released when a \
+             job of another circuit needs the memory)\n",
+            bytes as f64 / 1e9
+        );
+    }
+    for line in &w.evicted {
+        out += &format!("    released {line}\n");
+    }
+    out
 }
 
 /// Jobs ready per size class beside the running workers that fetch it; a class with jobs and
@@ -679,8 +704,8 @@ mod tests {
             name: "small".into(),
             classes: vec!["canary-4".into(), "canary-1".into()],
             backend: "cpu".into(),
-            resident: vec![],
             seen_s_ago: 3,
+            ..Default::default()
         };
         let table = class_table(
             &[
@@ -709,5 +734,32 @@ mod tests {
         assert!(!line("porep-32g").contains("waiting"), "{table}");
         assert!(!line(UNSORTED).contains("waiting"), "{table}");
         assert!(line("canary-4").ends_with(" 2        1"), "{table}");
+    }
+
+    #[test]
+    fn status_says_what_a_worker_keeps_releases_and_whether_it_stalls() {
+        let w = SeenWorker {
+            name: "w1".into(),
+            classes: vec!["porep-32g".into(), "snap-32g".into()],
+            backend: "cuda:0 (NVIDIA H200)".into(),
+            resident: vec!["snap-32g".into()],
+            resident_bytes: vec![38_654_705_664],
+            resident_idle_s: vec![12],
+            evicted: vec!["porep-32g (55834574848 bytes) released 30 s ago for a snap-32g job".into()],
+            stalled_s: Some(40),
+            seen_s_ago: 2,
+        };
+        let text = worker_lines(&w);
+        assert!(text.contains("STALLED for 40 s"), "{text}");
+        assert!(
+            text.contains("keeps snap-32g loaded: 38.7 GB, last used 12 s ago"),
+            "{text}"
+        );
+        assert!(text.contains("released porep-32g"), "{text}");
+        let calm = SeenWorker {
+            stalled_s: None,
+            ..w
+        };
+        assert!(!worker_lines(&calm).contains("STALLED"));
     }
 }

@@ -2,15 +2,19 @@
 //! set fits what is left of the budget, so no job waits in one worker while another is idle and
 //! the process never grows past the machine.
 
+pub mod admission;
 pub mod budget;
 pub mod estimate;
+pub mod kept;
 
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 
+pub use admission::{admit, admit_unsorted, open_queues, OpenQueues};
 pub use budget::detect_budget;
 pub use estimate::Estimate;
+pub use kept::{Eviction, JobHold, KeptParams, KeptStatus};
 
 /// Bytes reserved against a fixed budget.
 #[derive(Debug)]
@@ -40,6 +44,16 @@ impl Gate {
 
     pub fn used(&self) -> u64 {
         self.lock().reserved
+    }
+
+    /// The bytes jobs may use in all.
+    pub fn budget(&self) -> u64 {
+        self.budget
+    }
+
+    /// What is not reserved now.
+    pub fn free(&self) -> u64 {
+        self.budget.saturating_sub(self.lock().reserved)
     }
 
     /// The most reserved at once since the gate was made.
@@ -79,6 +93,18 @@ impl Gate {
         }
     }
 
+    /// Resolves at the next release of memory (or of a job, `kept::JobHold`), for a fetch
+    /// that found nothing open: create it before looking, so that a release in between is
+    /// not missed.
+    pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.freed.notified()
+    }
+
+    /// Wake whoever waits in [`Gate::changed`] or [`Gate::reserve`].
+    pub(crate) fn wake(&self) {
+        self.freed.notify_waiters();
+    }
+
     fn give_back(&self, bytes: u64) {
         if bytes == 0 {
             return;
@@ -86,7 +112,7 @@ impl Gate {
         let mut used = self.lock();
         used.reserved = used.reserved.saturating_sub(bytes);
         drop(used);
-        self.freed.notify_waiters();
+        self.wake();
     }
 }
 

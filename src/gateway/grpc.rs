@@ -428,21 +428,24 @@ fn gpus_of(workers: &[SeenWorker]) -> Vec<GpuStatus> {
         .collect()
 }
 
-/// The circuits whose parameters workers hold loaded, with how many workers hold each
-/// (`ref_count`); all of them `HOT`: a worker keeps a circuit's parameters in memory once it
-/// proved one of its jobs.
+/// The circuits whose parameters workers keep loaded, with how many workers keep each
+/// (`ref_count`) and the host memory one worker's copy holds (`size_bytes`, the most any of
+/// them reports); all of them `HOT`: a worker keeps a circuit's parameters in memory after
+/// proving one of its jobs, until a job of another circuit needs the memory.
 fn loaded_srs(workers: &[SeenWorker]) -> Vec<SrsStatus> {
-    let mut held: BTreeMap<&str, u32> = BTreeMap::new();
+    let mut held: BTreeMap<&str, (u32, u64)> = BTreeMap::new();
     for w in workers {
-        for circuit in &w.resident {
-            *held.entry(circuit.as_str()).or_default() += 1;
+        for (i, circuit) in w.resident.iter().enumerate() {
+            let entry = held.entry(circuit.as_str()).or_default();
+            entry.0 += 1;
+            entry.1 = entry.1.max(w.resident_bytes.get(i).copied().unwrap_or(0));
         }
     }
     held.into_iter()
-        .map(|(circuit, workers)| SrsStatus {
+        .map(|(circuit, (workers, bytes))| SrsStatus {
             circuit_id: circuit.to_string(),
             tier: proto::srs_status::Tier::Hot.into(),
-            size_bytes: 0,
+            size_bytes: bytes,
             ref_count: workers,
         })
         .collect()
@@ -637,9 +640,9 @@ impl ProvingEngine for Door {
         self.finish("PreloadSRS", started, "", result)
     }
 
-    /// Workers keep the parameters of the circuits they serve for as long as they run: the
-    /// gateway cannot release them, and says so with `FAILED_PRECONDITION` and how many
-    /// workers hold them.
+    /// Workers keep a circuit's parameters after its jobs and release them themselves when a
+    /// job of another circuit needs the memory: the gateway cannot release them, and says so
+    /// with `FAILED_PRECONDITION` and how many workers hold them.
     async fn evict_srs(
         &self,
         request: Request<EvictSrsRequest>,
@@ -653,8 +656,9 @@ impl ProvingEngine for Door {
                 "refused",
                 Code::FailedPrecondition,
                 format!(
-                    "{holding} worker(s) hold {circuit} loaded; workers keep the parameters of \
-                     the classes they fetch: stop a worker, or narrow its classes, to free them"
+                    "{holding} worker(s) hold {circuit} loaded; a worker releases kept \
+                     parameters itself when a job of another circuit needs the memory (or stop \
+                     it, or narrow its classes)"
                 ),
             ))
         }
@@ -727,7 +731,9 @@ mod tests {
             classes: vec!["porep-32g".into()],
             backend: backend.into(),
             resident: resident.iter().map(|s| s.to_string()).collect(),
+            resident_bytes: resident.iter().map(|_| 1 << 30).collect(),
             seen_s_ago: 1,
+            ..Default::default()
         }
     }
 
@@ -761,5 +767,6 @@ mod tests {
             .map(|s| (s.circuit_id.as_str(), s.ref_count))
             .collect();
         assert_eq!(seen, [("porep-2k", 1), ("porep-32g", 2)]);
+        assert!(srs.iter().all(|s| s.size_bytes == 1 << 30));
     }
 }

@@ -23,7 +23,7 @@ pub use assignment::{synthesize, Assignment, Density, Evaluations, Witness};
 pub use cpu::CpuBackend;
 pub use prover::{finish, prove, Backend, Multiexps};
 pub use r1cs::{R1cs, R1csCache};
-pub use srs::{Srs, SrsCache, SrsKey};
+pub use srs::{unload_params, Srs, SrsCache, SrsKey};
 pub use witness::{CompactValues, CompactWitness, PackedWitness, WitnessBuilder};
 
 /// Proofs as bellperson writes them: 192 bytes (compressed A, B, C).

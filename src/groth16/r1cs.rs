@@ -31,6 +31,7 @@ use sha2::{Digest, Sha256};
 
 use super::assignment::{Assignment, Density, Evaluations, Witness};
 use super::witness::CompactWitness;
+use super::SrsKey;
 
 #[cfg(target_endian = "big")]
 compile_error!("the recorded constraint format is little-endian");
@@ -657,7 +658,8 @@ impl<R: Read> Read for HashingReader<R> {
 /// once per process and shared. Files live beside the parameters.
 #[derive(Default)]
 pub struct R1csCache {
-    entries: Mutex<HashMap<String, Arc<Slot>>>,
+    /// By circuit id, each with the parameters it belongs to (whose release drops it too).
+    entries: Mutex<HashMap<String, (SrsKey, Arc<Slot>)>>,
 }
 
 /// One circuit's entry: locked while it is loaded or recorded, so that happens once.
@@ -673,15 +675,21 @@ impl R1csCache {
     /// recorded by `record` and written to `file` (when there is one). Concurrent callers for
     /// one circuit wait for a single load or recording, which takes minutes at 32 GiB. A stale
     /// file is replaced; a corrupt one is an error, left in place for the operator to see.
+    /// `params` names the parameters the circuit is proved with: [`R1csCache::unload`] of
+    /// them drops these constraints too.
     pub fn get(
         &self,
         circuit_id: &str,
+        params: &SrsKey,
         file: Option<&Path>,
         record: impl FnOnce() -> Result<R1cs>,
     ) -> Result<Arc<R1cs>> {
         let slot = {
             let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-            entries.entry(circuit_id.to_string()).or_default().clone()
+            let (_, slot) = entries
+                .entry(circuit_id.to_string())
+                .or_insert_with(|| (params.clone(), Arc::default()));
+            slot.clone()
         };
         let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(r1cs) = slot.as_ref() {
@@ -732,6 +740,13 @@ impl R1csCache {
         let r1cs = Arc::new(r1cs);
         *slot = Some(r1cs.clone());
         Ok(r1cs)
+    }
+
+    /// Drop the constraints of the circuits proved with `params` (the memory is freed once
+    /// no job holds them); the next job loads them from their file again.
+    pub fn unload(&self, params: &SrsKey) {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.retain(|_, (owner, _)| owner != params);
     }
 }
 
@@ -894,15 +909,30 @@ mod tests {
         assert_eq!(R1cs::load(&path, "pieces").unwrap(), None);
 
         // The cache records when the file is stale and replaces it; a corrupt file is refused.
+        let params = SrsKey::new("pieces-params");
         let cache = R1csCache::default();
         let got = cache
-            .get("pieces", Some(&path), || R1cs::record("pieces", circuit()))
+            .get("pieces", &params, Some(&path), || {
+                R1cs::record("pieces", circuit())
+            })
             .unwrap();
         assert_eq!(*got, r1cs);
         assert_eq!(R1cs::load(&path, "pieces").unwrap(), Some(r1cs.clone()));
+        // Unloaded with its parameters: the next use reads the file again.
+        cache.unload(&params);
+        let mut read_again = true;
+        let again = cache
+            .get("pieces", &params, Some(&path), || {
+                read_again = false;
+                R1cs::record("pieces", circuit())
+            })
+            .unwrap();
+        assert!(read_again && *again == r1cs && !Arc::ptr_eq(&got, &again));
         std::fs::write(&path, &flipped).unwrap();
         let err = R1csCache::default()
-            .get("pieces", Some(&path), || R1cs::record("pieces", circuit()))
+            .get("pieces", &params, Some(&path), || {
+                R1cs::record("pieces", circuit())
+            })
             .unwrap_err();
         assert!(format!("{err:#}").contains("checksum"), "{err:#}");
     }

@@ -299,6 +299,11 @@ impl SrsCache {
     /// key wait for one load; a failed load is not cached, so a fixed file is picked up next
     /// time.
     pub fn get(&self, key: &SrsKey, path: &Path) -> Result<Arc<Srs>> {
+        self.get_or_make(key, || Srs::read(path, key.clone()))
+    }
+
+    /// The SRS named `key`, made by `make` on first use (parameters generated in-process).
+    pub fn get_or_make(&self, key: &SrsKey, make: impl FnOnce() -> Result<Srs>) -> Result<Arc<Srs>> {
         let slot = {
             let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
             entries.entry(key.clone()).or_default().clone()
@@ -308,7 +313,20 @@ impl SrsCache {
         }
         // Holding the slot's lock while loading would need a OnceLock::get_or_try_init; a
         // duplicate load on a race costs time, never correctness.
-        let srs = Arc::new(Srs::read(path, key.clone())?);
+        let srs = Arc::new(make()?);
         Ok(slot.get_or_init(|| srs).clone())
     }
+
+    /// Forget the SRS named `key` (its memory is freed once no job holds it); the next use
+    /// loads it again.
+    pub fn unload(&self, key: &SrsKey) {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.remove(key);
+    }
+}
+
+/// Release a circuit's parameters from the process: its SRS and its recorded constraints.
+pub fn unload_params(key: &SrsKey) {
+    SrsCache::global().unload(key);
+    super::R1csCache::global().unload(key);
 }

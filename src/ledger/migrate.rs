@@ -18,6 +18,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "gateway",
         include_str!("../../migrations/0004_gateway.sql"),
     ),
+    (
+        5,
+        "kept params",
+        include_str!("../../migrations/0005_kept_params.sql"),
+    ),
 ];
 
 /// Create `schema` if needed and bring it to the latest version.

@@ -17,7 +17,7 @@ use backon::{ExponentialBuilder, Retryable};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 
 use crate::config::LedgerConfig;
-pub use fleet::{SeenWorker, SEEN_RECENTLY};
+pub use fleet::{Announcement, KeptCircuit, SeenWorker, SEEN_RECENTLY};
 pub use submitted::{Cancellation, Registration, Totals};
 
 fn manager_config() -> ManagerConfig {

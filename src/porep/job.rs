@@ -356,7 +356,7 @@ impl ProofJob for PorepJob {
 
     fn r1cs(&self) -> Result<Arc<R1cs>> {
         let file = self.params_path.with_extension("c2q-r1cs");
-        R1csCache::global().get(&self.circuit_id, Some(&file), || {
+        R1csCache::global().get(&self.circuit_id, &super::srs_key(self.sector_size()), Some(&file), || {
             self.partitions.record(&self.circuit_id)
         })
     }

@@ -36,6 +36,13 @@ pub struct Metrics {
     /// Workers seen recently that fetch each size class: 0 beside waiting jobs means they wait
     /// for a worker that can hold them.
     pub class_workers: IntGaugeVec,
+    /// Bytes of the gate held by parameters kept loaded between jobs, by circuit.
+    pub params_kept_bytes: IntGaugeVec,
+    /// Kept parameters released because a fetch needed their memory, by circuit.
+    pub params_evictions: IntCounterVec,
+    /// Seconds this worker has held no job while jobs of its classes were ready (0 when it
+    /// does not): a stall (see `worker::fleet`).
+    pub stalled_seconds: IntGauge,
 }
 
 impl Metrics {
@@ -101,6 +108,27 @@ impl Metrics {
         )?;
         registry.register(Box::new(class_queue_jobs.clone()))?;
         registry.register(Box::new(class_workers.clone()))?;
+        let params_kept_bytes = IntGaugeVec::new(
+            Opts::new(
+                "params_kept_bytes",
+                "Memory held by parameters kept loaded between jobs, by circuit",
+            ),
+            &["circuit"],
+        )?;
+        let params_evictions = IntCounterVec::new(
+            Opts::new(
+                "params_evictions_total",
+                "Kept parameters released because a fetch needed their memory, by circuit",
+            ),
+            &["circuit"],
+        )?;
+        let stalled_seconds = IntGauge::new(
+            "stalled_seconds",
+            "Seconds the worker has held no job while jobs of its classes were ready (0: not stalled)",
+        )?;
+        registry.register(Box::new(params_kept_bytes.clone()))?;
+        registry.register(Box::new(params_evictions.clone()))?;
+        registry.register(Box::new(stalled_seconds.clone()))?;
         Ok(Metrics {
             registry,
             jobs,
@@ -117,6 +145,9 @@ impl Metrics {
             backends_out_of_service,
             class_queue_jobs,
             class_workers,
+            params_kept_bytes,
+            params_evictions,
+            stalled_seconds,
         })
     }
 

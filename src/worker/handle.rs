@@ -19,10 +19,10 @@ use super::disposition::{self, Outcome, Policy, Proved};
 use super::health::Verdict;
 use super::lease::LeaseKeeper;
 use super::settle;
-use super::{NotBegun, Worker};
+use super::{Fetched, NotBegun, Worker};
 use crate::broker::{headers, Broker};
 use crate::classes::SizeClass;
-use crate::gate::Reservation;
+use crate::gate::{JobHold, Reservation};
 use crate::kinds;
 use crate::ledger::{Claim, JobIdentity};
 use crate::pipeline::{PartitionDone, Stage, StageError, Submission};
@@ -108,15 +108,34 @@ async fn bounded(
     }
 }
 
+/// What a job holds from its fetch while it is handled (see [`Fetched`]).
+struct Taken {
+    reservation: Reservation,
+    /// Dropped when the job is settled: until then it counts as in flight and its parameters
+    /// stay loaded.
+    hold: JobHold,
+    class: Option<SizeClass>,
+}
+
 impl Worker {
     pub(super) async fn handle(
         self: Arc<Self>,
         fetched_on: Arc<Broker>,
-        delivery: Delivery,
-        reservation: Reservation,
+        fetched: Fetched,
         not_begun: NotBegun,
     ) {
         let _in_flight = InFlight::start(&self.metrics);
+        let Fetched {
+            delivery,
+            reservation,
+            hold,
+            class,
+        } = fetched;
+        let taken = Taken {
+            reservation,
+            hold,
+            class,
+        };
         // Copies the worker published itself (retries, put-off or handed-back deliveries)
         // keep the job's first timestamp: counting them again would report time spent in a
         // delay queue or being proved elsewhere as time waiting for a worker.
@@ -133,7 +152,7 @@ impl Worker {
         let started = Instant::now();
         let mut facts = DeliveryFacts::of(&delivery.properties);
         let outcome = self
-            .process(&delivery, &mut facts, reservation, not_begun)
+            .process(&delivery, &mut facts, taken, not_begun)
             .await;
         let policy = Policy {
             worker: &self.name,
@@ -149,6 +168,7 @@ impl Worker {
         self.metrics
             .gate_reserved_bytes
             .set(self.gate.used() as i64);
+        self.export_kept();
     }
 
     /// What the delivery comes to; `facts` is completed on the way.
@@ -156,7 +176,7 @@ impl Worker {
         &self,
         delivery: &Delivery,
         facts: &mut DeliveryFacts,
-        reservation: Reservation,
+        taken: Taken,
         not_begun: NotBegun,
     ) -> Outcome {
         // Decoded once: the poison check below wants the job's miner and sector for its dead
@@ -192,8 +212,11 @@ impl Worker {
         }
         // Before the payload is decompressed: a job this worker cannot hold goes to the queue
         // of the workers that can. One no class holds is refused by validation below.
+        // So does one that came from another class's queue: its memory was reserved for
+        // that class.
         if let Some(class) = SizeClass::of(&decoded) {
-            if !self.classes.contains(&class) {
+            let from_other_queue = taken.class.is_some_and(|queue| queue != class);
+            if !self.classes.contains(&class) || from_other_queue {
                 return Outcome::Reroute { class };
             }
         }
@@ -266,7 +289,7 @@ impl Worker {
             Duration::from_secs(self.cfg.lease.renew_s),
         );
         let outcome = self
-            .prove(&decoded, facts, attempts, reservation, not_begun)
+            .prove(&decoded, facts, attempts, taken, not_begun)
             .await;
         lease.release().await;
         outcome
@@ -278,9 +301,14 @@ impl Worker {
         decoded: &DecodedJob,
         facts: &DeliveryFacts,
         attempts: u32,
-        reservation: Reservation,
+        taken: Taken,
         not_begun: NotBegun,
     ) -> Outcome {
+        let Taken {
+            reservation,
+            mut hold,
+            ..
+        } = taken;
         let job = &decoded.job;
         let limits = self.cfg.limits.clone();
         let build_input = decoded.clone();
@@ -300,7 +328,10 @@ impl Worker {
         // Shrink the fetch-time reservation to this job's estimate; the progress callback
         // shrinks it further as partitions finish, keeping the SRS part to the end.
         let est = built.estimate.clone();
-        let srs_part = self.srs_needed(&est);
+        // Its parameters stay loaded while the job is held (a job of the unsorted queue
+        // names them only now).
+        hold.uses(&est.srs_key);
+        let srs_part = self.kept.srs_needed(&est);
         reservation.shrink_to(srs_part + est.work(est.partitions));
         self.metrics
             .gate_reserved_bytes
@@ -359,8 +390,9 @@ impl Worker {
         };
         self.backend_health.succeeded();
         let srs_reservation = reservation.split(srs_part);
-        self.keep_resident(&est.srs_key, srs_reservation);
+        self.kept.keep(&est.srs_key, srs_reservation);
         drop(reservation);
+        self.export_kept();
 
         self.observe_timings(&proved.timings, proved.verify_ms);
         let timings_json = serde_json::to_string(&proved.timings).unwrap_or_else(|_| "[]".into());

@@ -25,20 +25,19 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use lapin::message::Delivery;
-use lapin::options::BasicGetOptions;
+use lapin::options::{BasicGetOptions, BasicNackOptions};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::broker::Broker;
 use crate::classes::SizeClass;
 use crate::config::{Config, OnUnhealthy};
-use crate::gate::{self, estimate, Gate, Reservation};
+use crate::gate::{self, Estimate, Gate, JobHold, KeptParams, OpenQueues, Reservation};
 use crate::gpu::select_backends;
-use crate::groth16::SrsKey;
-use crate::ledger::{Holder, Ledger};
+use crate::ledger::{Holder, KeptCircuit, Ledger};
 use crate::pipeline::Pipeline;
 use crate::telemetry::{self, http::Health, Metrics};
 use shutdown::Shutdown;
@@ -74,8 +73,8 @@ pub(crate) struct Worker {
     pipeline: Arc<Pipeline>,
     metrics: Arc<Metrics>,
     health: Arc<Health>,
-    /// SRS memory held while an SRS stays loaded.
-    resident: Mutex<HashMap<SrsKey, Reservation>>,
+    /// Parameters kept loaded between jobs, and the jobs held (`gate::kept`).
+    kept: Arc<KeptParams>,
     /// One lock per job id being processed here (see `handle`).
     job_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// This process as a lease holder in the ledger.
@@ -86,6 +85,29 @@ pub(crate) struct Worker {
     not_begun: Arc<Semaphore>,
     /// The size classes this worker fetches, largest first.
     classes: Vec<SizeClass>,
+    /// Their worst cases, in the same order (what the fetch rule admits by).
+    worst: Vec<Estimate>,
+    /// When this worker last took a job (or started): what tells a stall (`fleet`).
+    last_taken: Mutex<Instant>,
+    /// The last release of kept parameters counted in the metrics (`gate::Eviction::seq`).
+    evictions_counted: Mutex<u64>,
+}
+
+/// What a job taken from the broker holds while it is handled.
+pub(crate) struct Fetched {
+    pub delivery: Delivery,
+    /// Memory for its worst case, shrunk once it is built.
+    pub reservation: Reservation,
+    /// Counts it in flight and keeps its parameters loaded.
+    pub hold: JobHold,
+    /// The class queue it came from (`None`: the unsorted queue).
+    pub class: Option<SizeClass>,
+}
+
+/// Where a fetch found its job.
+enum Source {
+    Class(usize),
+    Unsorted,
 }
 
 /// A job fetched and not yet handed to the pipeline, counted against `pipeline.prefetch` until
@@ -148,6 +170,11 @@ async fn run_async(mut cfg: Config) -> Result<()> {
         cfg.pipeline.partitions_in_flight(),
         budget.jobs,
     )?;
+    let worst = classes
+        .iter()
+        .map(|c| c.worst_case(cfg.pipeline.partitions_in_flight()))
+        .collect();
+    let kept = KeptParams::new(gate.clone(), Box::new(crate::groth16::unload_params));
     let worker = Arc::new(Worker {
         name: name.clone(),
         ledger,
@@ -156,7 +183,7 @@ async fn run_async(mut cfg: Config) -> Result<()> {
         pipeline: Arc::new(pipeline),
         metrics,
         health,
-        resident: Mutex::new(HashMap::new()),
+        kept,
         job_locks: Mutex::new(HashMap::new()),
         holder: Holder {
             worker: name.clone(),
@@ -167,6 +194,9 @@ async fn run_async(mut cfg: Config) -> Result<()> {
         backend_health,
         not_begun: Arc::new(Semaphore::new(prefetch)),
         classes,
+        worst,
+        last_taken: Mutex::new(Instant::now()),
+        evictions_counted: Mutex::new(0),
         cfg,
     });
     worker.broker().await?;
@@ -214,8 +244,9 @@ async fn run_async(mut cfg: Config) -> Result<()> {
 }
 
 impl Worker {
-    /// Reserve, fetch, hand off; until a stop is requested, or until the backend is judged
-    /// broken.
+    /// Fetch and hand off, until a stop is requested or the backend is judged broken: take a
+    /// job from the first open queue that has one (`gate::admission` says which are open),
+    /// reserve its memory, and let `handle` prove it.
     async fn fetch_loop(self: &Arc<Self>, shutdown: &Shutdown) -> Result<()> {
         let poll = Duration::from_millis(self.cfg.broker.poll_interval_ms.max(10));
         loop {
@@ -229,16 +260,21 @@ impl Worker {
                 }
                 _ = shutdown.fetching_stopped() => return Ok(()),
             };
-            // Memory for the worst case of any job this worker fetches, whichever queue it
-            // comes from: a worker busy with a large job takes no small one it would only
-            // hold behind it, and a large job never waits for memory that small ones took.
-            let reservation = tokio::select! {
-                r = self.gate.reserve(self.fetch_bytes()) => r,
-                _ = shutdown.fetching_stopped() => return Ok(()),
+            // Wait for an open queue. A worker holding nothing always has one (it never waits
+            // for memory only its own kept parameters hold: those are released for the job
+            // it takes); a busy one waits for its jobs to free memory.
+            let open = loop {
+                let changed = self.gate.changed();
+                let open = gate::open_queues(&self.kept, &self.worst);
+                if open.any() {
+                    break open;
+                }
+                tokio::select! {
+                    _ = changed => {}
+                    _ = tokio::time::sleep(poll) => {}
+                    _ = shutdown.fetching_stopped() => return Ok(()),
+                }
             };
-            self.metrics
-                .gate_reserved_bytes
-                .set(self.gate.used() as i64);
             if shutdown.is_fetching_stopped() {
                 return Ok(());
             }
@@ -248,24 +284,25 @@ impl Worker {
                 b = self.broker() => b?,
                 _ = shutdown.requested() => return Ok(()),
             };
-            match self.fetch_one(&broker).await {
-                Ok(Some(delivery)) => {
+            match self.fetch_one(&broker, &open).await {
+                Ok(Some((delivery, source))) => {
+                    let Some(fetched) = self.admit(delivery, source).await else {
+                        continue;
+                    };
+                    *self.last_taken.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+                    self.metrics
+                        .gate_reserved_bytes
+                        .set(self.gate.used() as i64);
                     let worker = self.clone();
-                    shutdown.track(async move {
-                        worker
-                            .handle(broker, delivery, reservation, not_begun)
-                            .await
-                    });
+                    shutdown.track(async move { worker.handle(broker, fetched, not_begun).await });
                 }
                 Ok(None) => {
-                    drop(reservation);
                     tokio::select! {
                         _ = tokio::time::sleep(poll) => {}
                         _ = shutdown.fetching_stopped() => return Ok(()),
                     }
                 }
                 Err(e) => {
-                    drop(reservation);
                     tracing::warn!(
                         error = format!("{e:#}"),
                         "fetching a job failed; reconnecting"
@@ -276,22 +313,72 @@ impl Worker {
         }
     }
 
-    /// One job from the first queue that has one: the urgent queues of the classes this
+    /// Reserve memory for a job just taken from `source`, releasing kept parameters no job
+    /// uses where it is short. The fetch rule found the queue open and memory has only been
+    /// freed since, so this does not fail; if it ever did, the job is handed back rather than
+    /// proved without its memory.
+    async fn admit(&self, delivery: Delivery, source: Source) -> Option<Fetched> {
+        let (admitted, class) = match source {
+            Source::Class(i) => {
+                let class = self.classes[i];
+                let why = format!("a {} job", class.key());
+                (gate::admit(&self.kept, &self.worst[i], &why), Some(class))
+            }
+            Source::Unsorted => (gate::admit_unsorted(&self.kept, &self.worst), None),
+        };
+        self.export_kept();
+        match admitted {
+            Some((reservation, hold)) => Some(Fetched {
+                delivery,
+                reservation,
+                hold,
+                class,
+            }),
+            None => {
+                tracing::error!(
+                    class = class.map(|c| c.key()).unwrap_or_else(|| "unsorted".into()),
+                    free = self.gate.free(),
+                    "a job was taken from an open queue and its memory is not free: handing it back"
+                );
+                let requeue = BasicNackOptions {
+                    requeue: true,
+                    ..Default::default()
+                };
+                if let Err(e) = delivery.acker.nack(requeue).await {
+                    tracing::warn!(error = %e, "hand-back failed; the broker returns the job when the channel closes");
+                }
+                None
+            }
+        }
+    }
+
+    /// One job from the first open queue that has one: the urgent queues of the classes this
     /// worker serves, then their other queues (largest class first), then the unsorted queue.
-    /// `None` when all are empty.
-    async fn fetch_one(&self, broker: &Broker) -> Result<Option<Delivery>> {
-        let urgent = self.classes.iter().map(|&c| broker.names.urgent_queue(c));
-        let queues = urgent
-            .chain(self.classes.iter().map(|&c| broker.names.class_queue(c)))
-            .chain([broker.names.jobs_queue()]);
-        for queue in queues {
+    /// `None` when all open queues are empty.
+    async fn fetch_one(
+        &self,
+        broker: &Broker,
+        open: &OpenQueues,
+    ) -> Result<Option<(Delivery, Source)>> {
+        let open_classes = || {
+            self.classes
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| open.classes[i])
+        };
+        let urgent = open_classes().map(|(i, &c)| (broker.names.urgent_queue(c), Source::Class(i)));
+        let normal = open_classes().map(|(i, &c)| (broker.names.class_queue(c), Source::Class(i)));
+        let unsorted = open
+            .unsorted
+            .then(|| (broker.names.jobs_queue(), Source::Unsorted));
+        for (queue, source) in urgent.chain(normal).chain(unsorted) {
             let got = broker
                 .fetch
                 .basic_get(queue.as_str().into(), BasicGetOptions { no_ack: false })
                 .await
                 .with_context(|| format!("fetching from {queue}"))?;
             if let Some(message) = got {
-                return Ok(Some(message.delivery));
+                return Ok(Some((message.delivery, source)));
             }
         }
         Ok(None)
@@ -325,63 +412,61 @@ impl Worker {
         Ok(b)
     }
 
-    /// What must be free before a message is taken: the worst case of the largest class this
-    /// worker fetches, with the SRS counted only if it is not already resident. A job that
-    /// turns out smaller shrinks it once it is built.
-    fn fetch_bytes(&self) -> u64 {
-        let in_flight = self.cfg.pipeline.partitions_in_flight();
-        self.classes
-            .iter()
-            .map(|class| {
-                let worst = class.worst_case(in_flight);
-                worst.work(worst.partitions) + self.srs_needed(&worst)
-            })
-            .max()
-            .unwrap_or(0)
-    }
-
     /// The keys of the classes this worker fetches, largest first.
     fn class_keys(&self) -> Vec<String> {
         self.classes.iter().map(|c| c.key()).collect()
     }
 
-    fn srs_needed(&self, e: &estimate::Estimate) -> u64 {
-        let resident = self.resident.lock().unwrap_or_else(|p| p.into_inner());
-        if resident.contains_key(&e.srs_key) {
-            0
-        } else {
-            e.srs_bytes
+    /// The circuits whose parameters this worker keeps loaded, most recently used first, by
+    /// the id the fleet reports them under: the size class key of a PoRep or SnapDeals sector
+    /// size (`porep-32g`, `snap-32g`), else the parameters' own name.
+    fn kept_circuits(&self) -> Vec<KeptCircuit> {
+        self.kept
+            .status()
+            .into_iter()
+            .map(|k| KeptCircuit {
+                circuit: circuit_id(k.key.as_str()),
+                bytes: k.bytes,
+                users: k.users,
+                idle_s: k.idle_s,
+            })
+            .collect()
+    }
+
+    /// Kept parameters and releases as metrics (after a fetch, and when a job keeps its
+    /// parameters).
+    fn export_kept(&self) {
+        let kept = self.kept_circuits();
+        self.metrics.params_kept_bytes.reset();
+        for k in &kept {
+            self.metrics
+                .params_kept_bytes
+                .with_label_values(&[&k.circuit])
+                .set(k.bytes as i64);
+        }
+        let released = self.kept.recent_evictions();
+        let mut counted = self.evictions_counted.lock().unwrap_or_else(|p| p.into_inner());
+        for e in released.iter().filter(|e| e.seq > *counted) {
+            self.metrics
+                .params_evictions
+                .with_label_values(&[&circuit_id(e.key.as_str())])
+                .inc();
+        }
+        if let Some(last) = released.last() {
+            *counted = (*counted).max(last.seq);
         }
     }
+}
 
-    /// The circuits whose parameters this worker holds loaded, by the id the fleet reports
-    /// them under: the size class key of a PoRep or SnapDeals sector size (`porep-32g`,
-    /// `snap-32g`), else the gate's key.
-    fn resident_circuits(&self) -> Vec<String> {
-        let resident = self.resident.lock().unwrap_or_else(|p| p.into_inner());
-        let size_class = |key: &str| {
-            let size = |prefix: &str| key.strip_prefix(prefix).and_then(|s| s.parse().ok());
-            size("porep-")
-                .map(|sector_size| SizeClass::Porep { sector_size })
-                .or_else(|| size("snap-").map(|sector_size| SizeClass::Snap { sector_size }))
-        };
-        let mut ids: Vec<String> = resident
-            .keys()
-            .map(|key| {
-                size_class(key.as_str())
-                    .map(|class| class.key())
-                    .unwrap_or_else(|| key.to_string())
-            })
-            .collect();
-        ids.sort();
-        ids
-    }
-
-    /// Keep the SRS part of a finished job's reservation while the SRS stays loaded.
-    fn keep_resident(&self, key: &SrsKey, reservation: Reservation) {
-        let mut resident = self.resident.lock().unwrap_or_else(|p| p.into_inner());
-        resident.entry(key.clone()).or_insert(reservation);
-    }
+/// The fleet's name for parameters kept under `key`: a PoRep or SnapDeals size class key
+/// (`porep-32g` for `porep-34359738368`), else the key itself.
+fn circuit_id(key: &str) -> String {
+    let size = |prefix: &str| key.strip_prefix(prefix).and_then(|s| s.parse().ok());
+    size("porep-")
+        .map(|sector_size| SizeClass::Porep { sector_size })
+        .or_else(|| size("snap-").map(|sector_size| SizeClass::Snap { sector_size }))
+        .map(|class| class.key())
+        .unwrap_or_else(|| key.to_string())
 }
 
 /// The sector size limit this worker runs with: the configured one, or, unset, the largest

@@ -1,0 +1,311 @@
+//! The fetch rule: which of a worker's queues it may take a job from now, and the memory a
+//! job taken from one reserves.
+//!
+//! A class (given by its worst case, `classes::SizeClass::worst_case`) *fits* when its worst
+//! case, with its SRS counted unless kept, fits what is free in the gate plus what kept
+//! parameters no held job uses would give back ([`KeptParams::make_room`]).
+//!
+//! - **Idle** (no job held): every class that fits is open. Nothing in flight will free
+//!   memory, so waiting could only wait for ever; a class that does not fit even with every
+//!   unused parameter released is skipped. (With nothing held, every class the worker serves
+//!   fits: `classes::SizeClass::served` admits only classes whose worst case fits the budget.)
+//! - **Busy** (jobs held): the open classes are the longest prefix of the fetch order (largest
+//!   and most pressing first) whose classes all fit. A busy worker thus takes a smaller job only
+//!   while every job it prefers would still fit beside it: it never takes a small job that a
+//!   large one would then wait for, nor one that would only wait behind the large one it is
+//!   proving while another worker may be idle. When it does not fit, the jobs it holds finish
+//!   and free memory (or make their parameters releasable), and the rule is applied again.
+//! - The **unsorted queue** (jobs of any class) is open when every class is, and a job from it
+//!   reserves the largest worst case with every SRS counted, since its circuit is not known
+//!   until it is decoded.
+//!
+//! Only after a message is taken are kept parameters released and memory reserved
+//! ([`admit`]): parameters are not dropped for a queue that turns out empty. Between the check
+//! and the reservation memory can only be freed (one fetch loop per worker reserves), so a
+//! class found open is admitted.
+
+use std::sync::Arc;
+
+use super::{Estimate, JobHold, KeptParams, Reservation};
+
+/// The queues a fetch may take from: `classes[i]` for the i-th class in fetch order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpenQueues {
+    pub classes: Vec<bool>,
+    pub unsorted: bool,
+}
+
+impl OpenQueues {
+    pub fn any(&self) -> bool {
+        self.unsorted || self.classes.iter().any(|&open| open)
+    }
+}
+
+/// What a job of worst case `e` reserves at fetch: its working set and its SRS unless kept.
+pub fn need(kept: &KeptParams, e: &Estimate) -> u64 {
+    e.work(e.partitions) + kept.srs_needed(e)
+}
+
+/// Whether a job of worst case `e` can be admitted now, releasing unused parameters of other
+/// circuits if need be.
+pub fn fits(kept: &KeptParams, e: &Estimate) -> bool {
+    need(kept, e) <= kept.gate().free() + kept.evictable_bytes(Some(&e.srs_key))
+}
+
+/// What a job from the unsorted queue reserves: the largest worst case, SRS always counted.
+fn unsorted_need(worst: &[Estimate]) -> u64 {
+    super::estimate::largest(worst)
+}
+
+/// The queues open now, for classes of worst cases `worst` in fetch order.
+pub fn open_queues(kept: &KeptParams, worst: &[Estimate]) -> OpenQueues {
+    let fitting: Vec<bool> = worst.iter().map(|e| fits(kept, e)).collect();
+    let classes = if kept.jobs_held() == 0 {
+        fitting
+    } else {
+        let prefix = fitting.iter().take_while(|&&f| f).count();
+        (0..fitting.len()).map(|i| i < prefix).collect()
+    };
+    let unsorted = classes.iter().all(|&open| open)
+        && unsorted_need(worst) <= kept.gate().free() + kept.evictable_bytes(None);
+    OpenQueues { classes, unsorted }
+}
+
+/// Reserve for a job of worst case `e` just taken from its class queue, releasing unused
+/// parameters of other circuits (least recently used first) where the memory is short. The
+/// hold pins the class's parameters first, so that they are not among those released. `None`
+/// when it does not fit after all.
+pub fn admit(kept: &Arc<KeptParams>, e: &Estimate, why: &str) -> Option<(Reservation, JobHold)> {
+    let hold = kept.hold(Some(e.srs_key.clone()));
+    let bytes = need(kept, e);
+    kept.make_room(bytes, Some(&e.srs_key), why);
+    let reservation = kept.gate().try_reserve(bytes)?;
+    Some((reservation, hold))
+}
+
+/// Reserve for a job just taken from the unsorted queue (see the module's notes).
+pub fn admit_unsorted(
+    kept: &Arc<KeptParams>,
+    worst: &[Estimate],
+) -> Option<(Reservation, JobHold)> {
+    let hold = kept.hold(None);
+    let bytes = unsorted_need(worst);
+    kept.make_room(bytes, None, "a job of the unsorted queue");
+    let reservation = kept.gate().try_reserve(bytes)?;
+    Some((reservation, hold))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::estimate::{GIB, MIB};
+    use crate::gate::kept::Unload;
+    use crate::gate::Gate;
+    use crate::groth16::SrsKey;
+    use crate::kinds::{canary_estimate, porep_estimate, snap_estimate};
+    use rand::{Rng, SeedableRng};
+    use std::collections::VecDeque;
+
+    fn registry(budget: u64) -> Arc<KeptParams> {
+        let unload: Unload = Box::new(|_| {});
+        KeptParams::new(Gate::new(budget), unload)
+    }
+
+    /// The H200 box of the sizing notes: 125 GiB less a 10 % margin, the worker's baseline
+    /// taken out, as `gate::detect_budget` gives it there (121.3 GB of jobs).
+    const H200_JOB_BUDGET: u64 = 121_300_000_000;
+
+    #[test]
+    fn a_snapdeals_job_is_admitted_beside_kept_porep_parameters_on_the_h200_box() {
+        let in_flight = 3;
+        let kept = registry(H200_JOB_BUDGET);
+        let porep = porep_estimate(32 * GIB, in_flight, in_flight);
+        let snap = snap_estimate(32 * GIB, in_flight, in_flight);
+        // The first job, a 32 GiB PoRep proof, is done: its parameters stay loaded.
+        {
+            let (reservation, _hold) = admit(&kept, &porep, "test").expect("first job");
+            let srs = reservation.split(porep.srs_bytes);
+            kept.keep(&porep.srs_key, srs);
+        }
+        assert!(kept.is_kept(&porep.srs_key));
+        // The worker serves both classes; only a SnapDeals job waits. The worker holds
+        // nothing, so the SnapDeals queue is open, and taking its job releases the PoRep
+        // parameters, which it needs the memory of.
+        let worst = [porep.clone(), snap.clone()];
+        let open = open_queues(&kept, &worst);
+        assert_eq!(open.classes, vec![true, true]);
+        let (reservation, _hold) = admit(&kept, &snap, "snap-32g").expect("admitted");
+        assert_eq!(reservation.held(), snap.srs_bytes + snap.work(in_flight));
+        assert!(!kept.is_kept(&porep.srs_key));
+        assert_eq!(kept.recent_evictions()[0].key, porep.srs_key);
+        assert!(kept.gate().used() <= H200_JOB_BUDGET);
+    }
+
+    #[test]
+    fn a_busy_worker_takes_a_smaller_job_only_while_the_larger_one_still_fits() {
+        let kept = registry(10 * GIB);
+        let large = Estimate {
+            srs_key: SrsKey::new("large"),
+            srs_bytes: 2 * GIB,
+            per_partition: 2 * GIB,
+            per_partition_on_gpu: 2 * GIB,
+            partitions: 2,
+            in_flight: 2,
+        };
+        let small = canary_estimate(1, 2);
+        let worst = [large.clone(), small.clone()];
+        let (first, _h) = admit(&kept, &large, "test").unwrap();
+        // 6 GiB held of 10: a second large job (6 GiB, its SRS not kept yet) does not fit, so
+        // neither queue is open.
+        assert_eq!(open_queues(&kept, &worst).classes, vec![false, false]);
+        // Once its SRS is kept (the job finished with it), the large class fits again.
+        kept.keep(&large.srs_key, first.split(large.srs_bytes));
+        drop(first);
+        drop(_h);
+        let (_second, _h2) = admit(&kept, &large, "test").unwrap();
+        // Busy: 2 + 4 held, 4 free: another large job (4) fits, so the small one does too.
+        assert_eq!(open_queues(&kept, &worst).classes, vec![true, true]);
+        let (_third, _h3) = admit(&kept, &small, "test").unwrap();
+        // Now the large worst case no longer fits: the small class closes with it.
+        assert_eq!(open_queues(&kept, &worst).classes, vec![false, false]);
+        assert!(!open_queues(&kept, &worst).unsorted);
+    }
+
+    /// A class as the simulation sees it: a worst case and the jobs waiting in its queue.
+    struct SimClass {
+        worst: Estimate,
+        waiting: VecDeque<SimJob>,
+    }
+
+    #[derive(Clone, Copy, Debug)]
+    struct SimJob {
+        partitions: u64,
+    }
+
+    struct Running {
+        class: usize,
+        remaining: u64,
+        reservation: Reservation,
+        hold: JobHold,
+        srs_part: u64,
+    }
+
+    /// Random workers (classes of random sizes sharing a few parameter sets, random budgets)
+    /// under random arrivals and completions, through the rules above and the real gate and
+    /// registry: after every step the gate holds no more than its budget, and whenever the
+    /// worker holds nothing while a job waits in one of its queues, the next fetch takes one.
+    #[test]
+    fn simulated_workers_never_exceed_the_budget_and_never_stall() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0x6a7e);
+        for round in 0..300 {
+            let keys: Vec<SrsKey> = (0..rng.gen_range(1..4))
+                .map(|k| SrsKey::new(format!("p{k}")))
+                .collect();
+            let srs_of: Vec<u64> = keys
+                .iter()
+                .map(|_| rng.gen_range(1..40) * 64 * MIB)
+                .collect();
+            let in_flight = rng.gen_range(1..4);
+            let mut classes: Vec<SimClass> = (0..rng.gen_range(1..5))
+                .map(|_| {
+                    let k = rng.gen_range(0..keys.len());
+                    let per = rng.gen_range(1..20) * 32 * MIB;
+                    SimClass {
+                        worst: Estimate {
+                            srs_key: keys[k].clone(),
+                            srs_bytes: srs_of[k],
+                            per_partition: per,
+                            per_partition_on_gpu: per / 2 + 1,
+                            partitions: in_flight,
+                            in_flight,
+                        },
+                        waiting: VecDeque::new(),
+                    }
+                })
+                .collect();
+            // Fetch order: largest worst case first, as a worker orders its classes.
+            classes.sort_by_key(|c| std::cmp::Reverse(c.worst.srs_bytes + c.worst.work(in_flight)));
+            let largest = classes
+                .iter()
+                .map(|c| c.worst.srs_bytes + c.worst.work(in_flight))
+                .max()
+                .unwrap();
+            // A budget every class fits alone, with room for a few jobs at most.
+            let budget = largest + rng.gen_range(0..3) * largest / 2;
+            let kept = registry(budget);
+            let worst: Vec<Estimate> = classes.iter().map(|c| c.worst.clone()).collect();
+            let mut running: Vec<Running> = Vec::new();
+            for step in 0..200 {
+                match rng.gen_range(0..10) {
+                    // A job arrives in a random class queue.
+                    0..=2 => {
+                        let c = rng.gen_range(0..classes.len());
+                        let partitions = rng.gen_range(1..=2 * in_flight);
+                        classes[c].waiting.push_back(SimJob { partitions });
+                    }
+                    // A partition of a running job finishes; a job with none left is done and
+                    // keeps its parameters, as the worker does.
+                    3..=5 if !running.is_empty() => {
+                        let i = rng.gen_range(0..running.len());
+                        let r = &mut running[i];
+                        r.remaining -= 1;
+                        let e = &classes[r.class].worst;
+                        r.reservation.shrink_to(r.srs_part + e.work_on_gpu(r.remaining));
+                        if r.remaining == 0 {
+                            let r = running.swap_remove(i);
+                            let key = classes[r.class].worst.srs_key.clone();
+                            kept.keep(&key, r.reservation.split(r.srs_part));
+                            drop(r.hold);
+                        }
+                    }
+                    // A fetch round.
+                    _ => {
+                        let idle = kept.jobs_held() == 0;
+                        let waiting = classes.iter().any(|c| !c.waiting.is_empty());
+                        let open = open_queues(&kept, &worst);
+                        let taken = open
+                            .classes
+                            .iter()
+                            .enumerate()
+                            .find(|&(c, &is_open)| is_open && !classes[c].waiting.is_empty())
+                            .map(|(c, _)| c);
+                        if idle && waiting {
+                            assert!(
+                                taken.is_some(),
+                                "round {round} step {step}: idle with jobs waiting and no \
+                                 queue open ({open:?}, free {}, budget {budget})",
+                                kept.gate().free()
+                            );
+                        }
+                        if let Some(c) = taken {
+                            let job = classes[c].waiting.pop_front().unwrap();
+                            let e = classes[c].worst.clone();
+                            let (reservation, hold) = admit(&kept, &e, "sim").unwrap_or_else(|| {
+                                panic!("round {round} step {step}: an open class was not admitted")
+                            });
+                            // The job, built: shrink to its own estimate.
+                            let srs_part = kept.srs_needed(&e).min(reservation.held());
+                            let actual = Estimate {
+                                partitions: job.partitions,
+                                ..e.clone()
+                            };
+                            reservation.shrink_to(srs_part + actual.work(job.partitions));
+                            running.push(Running {
+                                class: c,
+                                remaining: job.partitions,
+                                reservation,
+                                hold,
+                                srs_part,
+                            });
+                        }
+                    }
+                }
+                assert!(
+                    kept.gate().used() <= budget,
+                    "round {round} step {step}: {} reserved of {budget}",
+                    kept.gate().used()
+                );
+            }
+        }
+    }
+}
