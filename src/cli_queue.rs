@@ -745,7 +745,9 @@ mod tests {
             resident: vec!["snap-32g".into()],
             resident_bytes: vec![38_654_705_664],
             resident_idle_s: vec![12],
-            evicted: vec!["porep-32g (55834574848 bytes) released 30 s ago for a snap-32g job".into()],
+            evicted: vec![
+                "porep-32g (55834574848 bytes) released 30 s ago for a snap-32g job".into(),
+            ],
             stalled_s: Some(40),
             seen_s_ago: 2,
         };

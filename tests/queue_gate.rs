@@ -53,19 +53,28 @@ async fn a_new_job_goes_to_the_free_worker_and_rss_stays_under_budget() {
     env.cleanup().await;
 }
 
-/// A 2 KiB PoRep job proved by a worker whose budget is the least it accepts (its baseline
-/// and the worst case of the largest job it takes, parameters not loaded): the process as a
-/// whole, parameters, recorded constraints, caches and the partition's peak included, stays
-/// under it.
+/// A worker whose budget is the least it accepts (its baseline and the worst case of the
+/// largest job it takes, parameters not loaded) proves a 2 KiB PoRep job, then canaries and a
+/// SnapDeals update published together, with nothing else to wait for. After the PoRep job its
+/// parameters stay loaded, and the worst case of a SnapDeals job no longer fits beside them:
+/// the worker must release them to take it, never wait for memory only it holds. The process
+/// as a whole (parameters, recorded constraints, caches, each partition's peak) stays under the
+/// budget throughout, which also shows that released parameters give their memory back.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_porep_job_stays_within_the_least_budget_its_worker_accepts() {
+async fn a_worker_on_the_least_budget_proves_porep_then_canaries_and_snapdeals_without_stalling() {
     common::ensure_2kib_params();
+    common::ensure_snap_params();
     let env = Env::new("gateporep");
     let mut config = env.config.clone();
     let budget = least_budget(&config);
     config.gate.budget_bytes = Some(budget);
     let w = env.spawn_worker_with("w", &config);
     w.wait_log("worker started", T).await;
+    let log = w.log();
+    assert!(
+        log.contains("snap-2k"),
+        "the worker serves SnapDeals too: {log}"
+    );
 
     let sealed = common::seal(RegisteredSealProof::StackedDrg2KiBV1_1, 1000, 11, 23);
     let c1 = sealed.c1_json().unwrap();
@@ -84,6 +93,39 @@ async fn a_porep_job_stays_within_the_least_budget_its_worker_accepts() {
     let r = result_for(&b, "gate-porep", Duration::from_secs(600)).await;
     assert_eq!(r.status, Status::Ok, "{r:?}");
     assert!(common::verify_seal(&sealed, r.proof.as_deref().unwrap()));
+
+    // The PoRep parameters are kept; then everything at once, from an independent client's
+    // point of view: canaries of one and two partitions and a SnapDeals update.
+    let (update, update_path) = common::write_snap_input(env.dir.path(), "update.json", 73);
+    let snap = JobV1 {
+        v: 1,
+        job_id: "gate-snap".into(),
+        kind: JobKind::SnapProve,
+        registered_proof: c2q::snap::update_proof_name(update.registered_proof),
+        miner_id: 1000,
+        sector_number: 1,
+        phase1_output: zstd::encode_all(&std::fs::read(&update_path).unwrap()[..], 3).unwrap(),
+        canary: None,
+    };
+    let canaries: Vec<String> = (0..6).map(|i| format!("gate-canary-{i}")).collect();
+    for (i, id) in canaries.iter().enumerate() {
+        publish_job(&b, &canary_job(id, 1 + i as u32 % 2, 60 + i as u64)).await;
+    }
+    publish_job(&b, &snap).await;
+    let mut ids: Vec<&str> = canaries.iter().map(String::as_str).collect();
+    ids.push("gate-snap");
+    for r in results_of(&b, &ids, Duration::from_secs(600)).await {
+        assert_eq!(r.status, Status::Ok, "{r:?}");
+        if r.job_id == "gate-snap" {
+            assert!(common::verify_update(&update, r.proof.as_deref().unwrap()));
+        }
+    }
+    let log = w.log();
+    assert!(
+        log.contains("releasing kept parameters") && log.contains("porep-2048"),
+        "the PoRep parameters were released for the SnapDeals job: {log}"
+    );
+    assert!(!log.contains("stalled"), "{log}");
     let peak = w.peak_rss();
     assert!(
         peak < budget,

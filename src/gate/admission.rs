@@ -250,7 +250,8 @@ mod tests {
                         let r = &mut running[i];
                         r.remaining -= 1;
                         let e = &classes[r.class].worst;
-                        r.reservation.shrink_to(r.srs_part + e.work_on_gpu(r.remaining));
+                        r.reservation
+                            .shrink_to(r.srs_part + e.work_on_gpu(r.remaining));
                         if r.remaining == 0 {
                             let r = running.swap_remove(i);
                             let key = classes[r.class].worst.srs_key.clone();
@@ -280,9 +281,12 @@ mod tests {
                         if let Some(c) = taken {
                             let job = classes[c].waiting.pop_front().unwrap();
                             let e = classes[c].worst.clone();
-                            let (reservation, hold) = admit(&kept, &e, "sim").unwrap_or_else(|| {
-                                panic!("round {round} step {step}: an open class was not admitted")
-                            });
+                            let (reservation, hold) =
+                                admit(&kept, &e, "sim").unwrap_or_else(|| {
+                                    panic!(
+                                        "round {round} step {step}: an open class was not admitted"
+                                    )
+                                });
                             // The job, built: shrink to its own estimate.
                             let srs_part = kept.srs_needed(&e).min(reservation.held());
                             let actual = Estimate {

@@ -303,7 +303,11 @@ impl SrsCache {
     }
 
     /// The SRS named `key`, made by `make` on first use (parameters generated in-process).
-    pub fn get_or_make(&self, key: &SrsKey, make: impl FnOnce() -> Result<Srs>) -> Result<Arc<Srs>> {
+    pub fn get_or_make(
+        &self,
+        key: &SrsKey,
+        make: impl FnOnce() -> Result<Srs>,
+    ) -> Result<Arc<Srs>> {
         let slot = {
             let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
             entries.entry(key.clone()).or_default().clone()

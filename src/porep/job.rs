@@ -356,9 +356,12 @@ impl ProofJob for PorepJob {
 
     fn r1cs(&self) -> Result<Arc<R1cs>> {
         let file = self.params_path.with_extension("c2q-r1cs");
-        R1csCache::global().get(&self.circuit_id, &super::srs_key(self.sector_size()), Some(&file), || {
-            self.partitions.record(&self.circuit_id)
-        })
+        R1csCache::global().get(
+            &self.circuit_id,
+            &super::srs_key(self.sector_size()),
+            Some(&file),
+            || self.partitions.record(&self.circuit_id),
+        )
     }
 
     fn witness(&self, partition: usize) -> Result<CompactWitness> {

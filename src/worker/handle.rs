@@ -151,9 +151,7 @@ impl Worker {
         }
         let started = Instant::now();
         let mut facts = DeliveryFacts::of(&delivery.properties);
-        let outcome = self
-            .process(&delivery, &mut facts, taken, not_begun)
-            .await;
+        let outcome = self.process(&delivery, &mut facts, taken, not_begun).await;
         let policy = Policy {
             worker: &self.name,
             retry: &self.cfg.retry,

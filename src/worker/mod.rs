@@ -445,7 +445,10 @@ impl Worker {
                 .set(k.bytes as i64);
         }
         let released = self.kept.recent_evictions();
-        let mut counted = self.evictions_counted.lock().unwrap_or_else(|p| p.into_inner());
+        let mut counted = self
+            .evictions_counted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         for e in released.iter().filter(|e| e.seq > *counted) {
             self.metrics
                 .params_evictions
