@@ -198,7 +198,9 @@ mod tests {
         doc.as_object_mut().unwrap().remove("partition_index");
         let again = parse_post_input(&serde_json::to_vec(&doc).unwrap()).unwrap();
         assert_eq!(again, input);
-        assert!(!is_post_input(br#"{"comm_r_old": "x", "vanilla_proofs": []}"#));
+        assert!(!is_post_input(
+            br#"{"comm_r_old": "x", "vanilla_proofs": []}"#
+        ));
         assert!(!is_post_input(b"not json"));
     }
 
@@ -217,8 +219,11 @@ mod tests {
         assert!(with("randomness", "abcd".into()).contains("not 32"));
         assert!(with("vanilla_proofs", serde_json::json!(["@@"])).contains("vanilla proof 0"));
         assert!(with("vanilla_proofs", serde_json::json!([])).contains("1 to 2 sectors"));
-        assert!(with("vanilla_proofs", serde_json::json!(["AA==", "AA==", "AA=="]))
-            .contains("3 vanilla proofs"));
+        assert!(with(
+            "vanilla_proofs",
+            serde_json::json!(["AA==", "AA==", "AA=="])
+        )
+        .contains("3 vanilla proofs"));
         let e = parse_post_input(b"[1,2]").unwrap_err();
         assert!(e.to_string().contains("not a PoSt input"), "{e}");
     }

@@ -245,16 +245,17 @@ impl ProofJob for PostJob {
     }
 
     fn witness(&self, partition: usize) -> Result<CompactWitness> {
-        ensure!(partition == 0, "a PoSt job has one partition, not {partition}");
+        ensure!(
+            partition == 0,
+            "a PoSt job has one partition, not {partition}"
+        );
         self.partition.witness()
     }
 
     /// The proof against the public inputs filecoin-proofs' verifier derives, then through
     /// filecoin-proofs' own verifier.
     fn verify(&self, proofs: &[Proof]) -> Result<()> {
-        verify_partitions(&*self.srs()?, proofs, 1, |_| {
-            self.partition.public_inputs()
-        })?;
+        verify_partitions(&*self.srs()?, proofs, 1, |_| self.partition.public_inputs())?;
         let name = if self.input.is_window() {
             "verify_window_post"
         } else {
@@ -328,10 +329,8 @@ fn build_partition<Tree: 'static + MerkleTreeTrait>(input: &PostInput) -> Result
     let randomness: Domain<Tree> =
         filecoin_proofs::as_safe_commitment(&input.randomness, "randomness")
             .context("randomness is not a field element")?;
-    let prover_id: Domain<Tree> = filecoin_proofs::as_safe_commitment(
-        &crate::porep::prover_id(input.miner_id),
-        "prover_id",
-    )?;
+    let prover_id: Domain<Tree> =
+        filecoin_proofs::as_safe_commitment(&crate::porep::prover_id(input.miner_id), "prover_id")?;
     let public_params = params::public_params::<Tree>(proof)?;
     let sectors: Vec<fallback::PublicSector<Domain<Tree>>> = proofs
         .iter()
@@ -409,7 +408,9 @@ mod tests {
     use crate::groth16::{self, setup::Quiet, CpuBackend};
     use crate::post::testdata::{self, Sectors};
     use rand::SeedableRng;
-    use RegisteredPoStProof::{StackedDrgWindow2KiBV1_2 as WINDOW, StackedDrgWinning2KiBV1 as WINNING};
+    use RegisteredPoStProof::{
+        StackedDrgWindow2KiBV1_2 as WINDOW, StackedDrgWinning2KiBV1 as WINNING,
+    };
 
     const TEST_PARAMS: &str = "/var/tmp/c2q-test-params";
 
@@ -449,20 +450,27 @@ mod tests {
     fn window_partitions_full_and_short_are_identical_to_bellperson() {
         with_test_params(WINDOW);
         let (mine, _) = sectors();
-        let full = PostJob::new(mine.post_input(WINDOW, testdata::randomness(5), &[]).unwrap())
-            .unwrap();
+        let full = PostJob::new(
+            mine.post_input(WINDOW, testdata::randomness(5), &[])
+                .unwrap(),
+        )
+        .unwrap();
         assert_eq!(full.sector_numbers(), [3, 7]);
         let proof = assert_identical_and_verified(&full, 42);
 
-        let short =
-            PostJob::new(mine.post_input(WINDOW, testdata::randomness(5), &[7]).unwrap())
-                .unwrap();
+        let short = PostJob::new(
+            mine.post_input(WINDOW, testdata::randomness(5), &[7])
+                .unwrap(),
+        )
+        .unwrap();
         assert_eq!(short.sector_numbers(), [7]);
         assert_identical_and_verified(&short, 43);
 
-        let other =
-            PostJob::new(mine.post_input(WINDOW, testdata::randomness(6), &[]).unwrap())
-                .unwrap();
+        let other = PostJob::new(
+            mine.post_input(WINDOW, testdata::randomness(6), &[])
+                .unwrap(),
+        )
+        .unwrap();
         let e = other.verify(&[proof]).unwrap_err();
         assert!(format!("{e:#}").contains("does not verify"), "{e:#}");
     }
@@ -472,9 +480,11 @@ mod tests {
     fn winning_post_is_identical_to_bellperson() {
         with_test_params(WINNING);
         let (mine, _) = sectors();
-        let job =
-            PostJob::new(mine.post_input(WINNING, testdata::randomness(8), &[7]).unwrap())
-                .unwrap();
+        let job = PostJob::new(
+            mine.post_input(WINNING, testdata::randomness(8), &[7])
+                .unwrap(),
+        )
+        .unwrap();
         assert_identical_and_verified(&job, 44);
     }
 

@@ -119,7 +119,10 @@ mod tests {
         use RegisteredPoStProof::*;
         // Curio's numbers: winning 0–4, window V1_1 10–14.
         assert_eq!(post_proof_from_name("3").unwrap(), StackedDrgWinning32GiBV1);
-        assert_eq!(post_proof_from_name("13").unwrap(), StackedDrgWindow32GiBV1_2);
+        assert_eq!(
+            post_proof_from_name("13").unwrap(),
+            StackedDrgWindow32GiBV1_2
+        );
         assert!(post_proof_from_name("15").is_err());
         assert!(post_proof_from_name("StackedDrg32GiBV1_1").is_err());
         assert_eq!(

@@ -97,10 +97,9 @@ fn generate_for<Tree: 'static + MerkleTreeTrait>(
     id: &str,
     progress: &dyn Progress,
 ) -> Result<crate::groth16::Srs> {
-    let circuit =
-        <FallbackPoStCompound<Tree> as CompoundProof<_, _>>::blank_circuit(&public_params::<
-            Tree,
-        >(proof)?);
+    let circuit = <FallbackPoStCompound<Tree> as CompoundProof<_, _>>::blank_circuit(
+        &public_params::<Tree>(proof)?,
+    );
     let mut rng = rand_chacha::ChaCha20Rng::from_entropy();
     setup::generate(circuit, &mut rng, id, progress)
 }
