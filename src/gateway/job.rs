@@ -8,6 +8,7 @@ use filecoin_proofs_api::RegisteredSealProof;
 use sha2::{Digest, Sha256};
 
 use crate::porep::{parse_c1, proof_name, PorepJob, REGISTERED_PROOFS};
+use crate::post::{post_proof_name, PostInput, PostJob, REGISTERED_POST_PROOFS};
 use crate::schema::{self, DecodedJob, JobKind, JobV1, Limits};
 use crate::snap::commitment::{self, CommitmentKind};
 use crate::snap::{update_proof_name, SnapInput, SnapJob, REGISTERED_UPDATE_PROOFS};
@@ -178,6 +179,97 @@ pub fn snap_job(request: SnapRequest, limits: &Limits) -> Result<DecodedJob, Ref
             registered_proof: update_proof_name(proof),
             miner_id: miner,
             sector_number: sector,
+            phase1_output,
+            canary: None,
+        },
+        limits,
+    )
+}
+
+/// A PoSt request as Curio's proving-engine protocol carries it (`WindowPoStCuzk`,
+/// `WinningPoStCuzk`).
+pub struct PostRequest<'a> {
+    /// A WindowPoSt partition (`WINDOW_POST_PARTITION`), else a WinningPoSt.
+    pub window: bool,
+    /// Go's `abi.RegisteredPoStProof`.
+    pub proof_number: u64,
+    pub sector_size: u64,
+    pub miner: u64,
+    pub randomness: &'a [u8],
+    pub partition_index: u32,
+    /// One `generate_single_vanilla_proof` output per sector.
+    pub vanilla_proofs: &'a [Vec<u8>],
+    /// Curio's request id; `None`: the job id `c2q submit` would give.
+    pub request_id: Option<String>,
+}
+
+/// Check a PoSt request as a worker will (each vanilla proof decoded and verified for the
+/// randomness) and build its job. The job id is the request id and the payload's digest:
+/// Curio sends every partition of a deadline under one request id, each partition a job of
+/// its own, while the same partition sent again is the same job. Call it off the async
+/// threads.
+pub fn post_job(request: PostRequest, limits: &Limits) -> Result<DecodedJob, Refusal> {
+    let malformed = |why: String| Refusal::Malformed(why);
+    let (kind, what) = if request.window {
+        (JobKind::WindowPost, "a WindowPoSt")
+    } else {
+        (JobKind::WinningPost, "a WinningPoSt")
+    };
+    let proof = usize::try_from(request.proof_number)
+        .ok()
+        .and_then(|i| REGISTERED_POST_PROOFS.get(i).copied())
+        .filter(|p| crate::post::is_window(*p) == request.window)
+        .ok_or_else(|| {
+            malformed(format!(
+                "registered_proof {} is not {what} proof (WinningPoSt 0 to 4, WindowPoSt 5 to 14)",
+                request.proof_number
+            ))
+        })?;
+    let size = u64::from(proof.sector_size());
+    if request.sector_size != 0 && request.sector_size != size {
+        return Err(malformed(format!(
+            "sector_size {} disagrees with registered_proof {} ({size} bytes)",
+            request.sector_size, request.proof_number
+        )));
+    }
+    if request.vanilla_proofs.is_empty() {
+        return Err(malformed(
+            "vanilla_proofs is empty: it carries one vanilla proof per sector".into(),
+        ));
+    }
+    let randomness: [u8; 32] = request.randomness.try_into().map_err(|_| {
+        malformed(format!(
+            "randomness is {} bytes, not 32",
+            request.randomness.len()
+        ))
+    })?;
+    let input = PostInput {
+        registered_proof: proof,
+        miner_id: request.miner,
+        randomness,
+        partition_index: u64::from(request.partition_index),
+        vanilla_proofs: request.vanilla_proofs.to_vec(),
+    };
+    PostJob::new(input.clone())
+        .map_err(|e| Refusal::Unprovable(one_line(&e.context("the PoSt cannot be proved"))))?;
+    let payload = input
+        .to_json()
+        .map_err(|e| Refusal::Unprovable(format!("{e:#}")))?;
+    let digest = hex::encode(&Sha256::digest(&payload)[..6]);
+    let job_id = match request.request_id {
+        Some(id) => format!("{id}-{digest}"),
+        None => format!("{}-{}-{digest}", kind.as_str(), request.miner),
+    };
+    let phase1_output = zstd::encode_all(&payload[..], 3)
+        .map_err(|e| Refusal::Unprovable(format!("compressing the PoSt input: {e}")))?;
+    decode_as_worker(
+        JobV1 {
+            v: schema::VERSION,
+            job_id,
+            kind,
+            registered_proof: post_proof_name(proof),
+            miner_id: request.miner,
+            sector_number: 0,
             phase1_output,
             canary: None,
         },
