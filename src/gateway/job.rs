@@ -316,3 +316,58 @@ fn check_c1(
 pub fn one_line(e: &anyhow::Error) -> String {
     format!("{e:#}").replace('\n', " ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Curio's PoSt requests: one request id for every partition of a deadline, so each
+    /// partition's payload is a job of its own and the same one sent again the same job; the
+    /// wrong kind of proof number, bad randomness and truncated proofs are refused.
+    #[test]
+    fn post_requests_are_jobs_by_request_id_and_payload() {
+        use filecoin_proofs_api::RegisteredPoStProof;
+        let sectors = crate::post::testdata::seal_2kib(1000, &[1, 2, 3], 7).unwrap();
+        let randomness = crate::post::testdata::randomness(7);
+        let window = RegisteredPoStProof::StackedDrgWindow2KiBV1_2;
+        let first = sectors.post_input(window, randomness, &[1, 2]).unwrap();
+        let second = sectors.post_input(window, randomness, &[3]).unwrap();
+        let request = |proofs: &'static [Vec<u8>], number: u64, window: bool| PostRequest {
+            window,
+            proof_number: number,
+            sector_size: 2048,
+            miner: 1000,
+            randomness: Box::leak(Box::new(randomness)),
+            partition_index: 0,
+            vanilla_proofs: proofs,
+            request_id: Some("wdpost-1000-0-0102030405060708".into()),
+        };
+        let first: &'static [Vec<u8>] = Box::leak(first.vanilla_proofs.into_boxed_slice());
+        let second: &'static [Vec<u8>] = Box::leak(second.vanilla_proofs.into_boxed_slice());
+        let limits = Limits::default();
+        let a = post_job(request(first, 10, true), &limits).unwrap();
+        let b = post_job(request(second, 10, true), &limits).unwrap();
+        let again = post_job(request(first, 10, true), &limits).unwrap();
+        assert_ne!(a.job.job_id, b.job.job_id);
+        assert!(a.job.job_id.starts_with("wdpost-1000-0-0102030405060708-"));
+        assert_eq!(a.job.job_id, again.job.job_id);
+        assert_eq!(a.digest, again.digest);
+        assert_eq!(a.job.kind, JobKind::WindowPost);
+        assert_eq!(a.job.registered_proof, "StackedDrgWindow2KiBV1_2");
+
+        let refused = |r: PostRequest| match post_job(r, &limits) {
+            Err(Refusal::Malformed(why) | Refusal::Unprovable(why)) => why,
+            Ok(_) => panic!("accepted"),
+        };
+        assert!(refused(request(first, 0, true)).contains("not a WindowPoSt"));
+        assert!(refused(request(first, 10, false)).contains("not a WinningPoSt"));
+        let mut cut = first.to_vec();
+        cut[0].truncate(100);
+        let truncated: &'static [Vec<u8>] = Box::leak(cut.into_boxed_slice());
+        let why = refused(request(truncated, 10, true));
+        assert!(why.contains("vanilla proof 0"), "{why}");
+        let mut short = request(first, 10, true);
+        short.randomness = &short.randomness[..31];
+        assert!(refused(short).contains("31 bytes"));
+    }
+}
