@@ -30,10 +30,16 @@ pub enum SizeClass {
     Snap { sector_size: u64 },
     /// PoRep C2 of one sector size, in bytes.
     Porep { sector_size: u64 },
+    /// WindowPoSt partitions of one sector size. Ordered after PoRep: a worker fetches PoSt
+    /// first, whose proofs wait on a deadline of minutes.
+    WindowPost { sector_size: u64 },
+    /// WinningPoSt of one sector size: fetched first of all, a block waits on it.
+    WinningPost { sector_size: u64 },
 }
 
 impl SizeClass {
-    /// Every class in order: canaries, SnapDeals and PoRep sector sizes, smallest first.
+    /// Every class in order: canaries, SnapDeals, PoRep, WindowPoSt and WinningPoSt sector
+    /// sizes, smallest first.
     pub fn all() -> Vec<SizeClass> {
         CANARY_BUCKETS
             .iter()
@@ -48,7 +54,27 @@ impl SizeClass {
                     .iter()
                     .map(|&sector_size| SizeClass::Porep { sector_size }),
             )
+            .chain(
+                SECTOR_SIZES
+                    .iter()
+                    .map(|&sector_size| SizeClass::WindowPost { sector_size }),
+            )
+            .chain(
+                SECTOR_SIZES
+                    .iter()
+                    .map(|&sector_size| SizeClass::WinningPost { sector_size }),
+            )
             .collect()
+    }
+
+    /// Whether every job of the class is urgent: PoSt, whose proofs are due within a
+    /// deadline. Such a class's jobs all wait in its urgent queue, whoever routes them
+    /// (`broker::topology`), so that a retried or re-routed job stays urgent.
+    pub fn always_urgent(&self) -> bool {
+        matches!(
+            self,
+            SizeClass::WindowPost { .. } | SizeClass::WinningPost { .. }
+        )
     }
 
     /// The class of a decoded job; `None` for one no class holds (a sector size Filecoin has
@@ -66,6 +92,15 @@ impl SizeClass {
                 SECTOR_SIZES
                     .contains(&size)
                     .then_some(SizeClass::Snap { sector_size: size })
+            }
+            JobKind::WindowPost | JobKind::WinningPost => {
+                let proof = crate::post::post_proof_from_name(&job.registered_proof).ok()?;
+                let sector_size = u64::from(proof.sector_size());
+                match (job.kind, crate::post::is_window(proof)) {
+                    (JobKind::WindowPost, true) => Some(SizeClass::WindowPost { sector_size }),
+                    (JobKind::WinningPost, false) => Some(SizeClass::WinningPost { sector_size }),
+                    _ => None,
+                }
             }
             JobKind::Canary => {
                 let wanted = job.canary.as_ref()?.partitions;
@@ -86,6 +121,12 @@ impl SizeClass {
             SizeClass::Canary { partitions } => format!("canary-{partitions}"),
             SizeClass::Snap { sector_size } => format!("snap-{}", size_name(sector_size)),
             SizeClass::Porep { sector_size } => format!("porep-{}", size_name(sector_size)),
+            SizeClass::WindowPost { sector_size } => {
+                format!("window-post-{}", size_name(sector_size))
+            }
+            SizeClass::WinningPost { sector_size } => {
+                format!("winning-post-{}", size_name(sector_size))
+            }
         }
     }
 
@@ -117,6 +158,12 @@ impl SizeClass {
             SizeClass::Porep { sector_size } => {
                 kinds::porep_estimate(sector_size, in_flight, in_flight)
             }
+            SizeClass::WindowPost { sector_size } => {
+                kinds::post_estimate(true, sector_size, in_flight)
+            }
+            SizeClass::WinningPost { sector_size } => {
+                kinds::post_estimate(false, sector_size, in_flight)
+            }
         }
     }
 
@@ -124,9 +171,10 @@ impl SizeClass {
     pub fn within(&self, limits: &Limits) -> bool {
         match *self {
             SizeClass::Canary { partitions } => partitions <= limits.max_canary_partitions,
-            SizeClass::Snap { sector_size } | SizeClass::Porep { sector_size } => {
-                sector_size <= limits.sector_size_limit()
-            }
+            SizeClass::Snap { sector_size }
+            | SizeClass::Porep { sector_size }
+            | SizeClass::WindowPost { sector_size }
+            | SizeClass::WinningPost { sector_size } => sector_size <= limits.sector_size_limit(),
         }
     }
 
@@ -241,7 +289,17 @@ mod tests {
                 "porep-8m",
                 "porep-512m",
                 "porep-32g",
-                "porep-64g"
+                "porep-64g",
+                "window-post-2k",
+                "window-post-8m",
+                "window-post-512m",
+                "window-post-32g",
+                "window-post-64g",
+                "winning-post-2k",
+                "winning-post-8m",
+                "winning-post-512m",
+                "winning-post-32g",
+                "winning-post-64g"
             ]
         );
         for class in SizeClass::all() {
@@ -268,6 +326,31 @@ mod tests {
         };
         assert_eq!(of(&snap("StackedDrg32GiBV1")).as_deref(), Some("snap-32g"));
         assert_eq!(of(&snap("StackedDrg2KiBV1")).as_deref(), Some("snap-2k"));
+        let post = |kind: JobKind, proof: &str| JobV1 {
+            kind,
+            ..porep(proof)
+        };
+        assert_eq!(
+            of(&post(JobKind::WindowPost, "StackedDrgWindow32GiBV1_2")).as_deref(),
+            Some("window-post-32g")
+        );
+        assert_eq!(
+            of(&post(JobKind::WindowPost, "10")).as_deref(),
+            Some("window-post-2k")
+        );
+        assert_eq!(
+            of(&post(JobKind::WinningPost, "StackedDrgWinning2KiBV1")).as_deref(),
+            Some("winning-post-2k")
+        );
+        // A WinningPoSt proof in a window-post job (and the reverse) is in no class.
+        assert_eq!(
+            of(&post(JobKind::WindowPost, "StackedDrgWinning2KiBV1")),
+            None
+        );
+        assert_eq!(
+            of(&post(JobKind::WinningPost, "StackedDrgWindow2KiBV1_2")),
+            None
+        );
         assert_eq!(of(&canary(1)).as_deref(), Some("canary-1"));
         assert_eq!(of(&canary(2)).as_deref(), Some("canary-4"));
         assert_eq!(of(&canary(16)).as_deref(), Some("canary-16"));
@@ -288,7 +371,18 @@ mod tests {
         let keys: Vec<String> = served.iter().map(|c| c.key()).collect();
         assert_eq!(
             keys,
-            ["porep-8m", "porep-2k", "snap-8m", "snap-2k", "canary-4", "canary-1"]
+            [
+                "winning-post-8m",
+                "winning-post-2k",
+                "window-post-8m",
+                "window-post-2k",
+                "porep-8m",
+                "porep-2k",
+                "snap-8m",
+                "snap-2k",
+                "canary-4",
+                "canary-1"
+            ]
         );
 
         // A budget too small for 8 MiB drops that class, not the worker.

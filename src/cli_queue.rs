@@ -35,14 +35,17 @@ async fn connect(config: &Config) -> Result<Broker> {
 
 #[derive(clap::Args, Debug)]
 pub struct SubmitArgs {
-    /// C1 output (raw JSON as filecoin-ffi wrote it, or lotus-bench `Commit2In` JSON), or a
-    /// SnapDeals input (`c2q prove` says what it holds), queued as a `snap-prove` job.
+    /// C1 output (raw JSON as filecoin-ffi wrote it, or lotus-bench `Commit2In` JSON), a
+    /// SnapDeals input (`c2q prove` says what it holds), queued as a `snap-prove` job, or a
+    /// PoSt input, queued as a `window-post` or `winning-post` job.
     #[arg(required_unless_present = "canary")]
     pub file: Option<PathBuf>,
+    /// The miner; a PoSt input names its own (this must agree when given).
     #[arg(long)]
-    pub miner: u64,
+    pub miner: Option<u64>,
+    /// The sector number (not for PoSt, which proves many).
     #[arg(long)]
-    pub sector: u64,
+    pub sector: Option<u64>,
     /// Submit a canary job (the built-in circuit) instead of a C1 file.
     #[arg(long, conflicts_with = "file")]
     pub canary: bool,
@@ -119,8 +122,76 @@ fn read_snap_input(args: &SubmitArgs) -> Result<Option<SnapFile>> {
     }))
 }
 
+/// A PoSt input file as `c2q submit` queues it.
+struct PostFile {
+    bytes: Vec<u8>,
+    kind: JobKind,
+    registered_proof: String,
+    miner: u64,
+}
+
+/// The PoSt input `args.file` holds, parsed so that a bad one is refused here; `None` when
+/// it holds something else.
+fn read_post_input(args: &SubmitArgs) -> Result<Option<PostFile>> {
+    let Some(path) = args.file.as_deref() else {
+        return Ok(None);
+    };
+    if !crate::post::is_post_input_file(path)? {
+        return Ok(None);
+    }
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let input = crate::post::parse_post_input(&bytes)
+        .with_context(|| format!("{} is not a valid PoSt input", path.display()))?;
+    let kind = if input.is_window() {
+        JobKind::WindowPost
+    } else {
+        JobKind::WinningPost
+    };
+    let name = crate::post::post_proof_name(input.registered_proof);
+    Ok(Some(PostFile {
+        bytes,
+        kind,
+        registered_proof: name,
+        miner: input.miner_id,
+    }))
+}
+
 /// Build the job message for `c2q submit`.
 pub fn build_job(args: &SubmitArgs) -> Result<JobV1> {
+    if let Some(PostFile {
+        bytes,
+        kind,
+        registered_proof,
+        miner,
+    }) = read_post_input(args)?
+    {
+        if let Some(given) = args.miner.filter(|&m| m != miner) {
+            bail!("--miner {given} disagrees with the PoSt input's miner_id {miner}");
+        }
+        if args.sector.is_some() {
+            bail!("a PoSt job proves many sectors: --sector does not apply");
+        }
+        // The default job id hashes the input: the same partition submitted twice is proved
+        // once, another partition of the same deadline is another job.
+        let d = Sha256::digest(&bytes);
+        let job_id = args
+            .job_id
+            .clone()
+            .unwrap_or_else(|| format!("{}-{miner}-{}", kind.as_str(), hex::encode(&d[..6])));
+        return Ok(JobV1 {
+            v: schema::VERSION,
+            job_id,
+            kind,
+            registered_proof,
+            miner_id: miner,
+            sector_number: 0,
+            phase1_output: zstd::encode_all(&bytes[..], 3).context("compressing the PoSt input")?,
+            canary: None,
+        });
+    }
+    let (Some(miner), Some(sector)) = (args.miner, args.sector) else {
+        bail!("give --miner and --sector (a PoSt input alone names its miner)");
+    };
     let mut digest = Sha256::new();
     let (kind, registered_proof, payload, canary) = if args.canary {
         let seed = args.seed.unwrap_or_else(|| {
@@ -153,15 +224,15 @@ pub fn build_job(args: &SubmitArgs) -> Result<JobV1> {
     };
     let job_id = args.job_id.clone().unwrap_or_else(|| {
         let d = digest.finalize();
-        format!("{}-{}-{}", args.miner, args.sector, hex::encode(&d[..6]))
+        format!("{miner}-{sector}-{}", hex::encode(&d[..6]))
     });
     Ok(JobV1 {
         v: schema::VERSION,
         job_id,
         kind,
         registered_proof,
-        miner_id: args.miner,
-        sector_number: args.sector,
+        miner_id: miner,
+        sector_number: sector,
         phase1_output: payload,
         canary,
     })

@@ -11,6 +11,7 @@ use crate::gate::estimate::{largest, sector_size_of, Estimate, GIB, KIB, MIB, SE
 use crate::job::ProofJob;
 use crate::pipeline::Stage;
 use crate::porep::{self, parse_c1, proof_name, PorepJob};
+use crate::post::{self, parse_post_input, post_proof_name, PostJob};
 use crate::schema::{DecodedJob, ErrorKind, JobError, JobKind, Limits};
 use crate::snap::{self, parse_snap_input, update_proof_name, SnapJob};
 
@@ -100,6 +101,42 @@ pub fn build(decoded: &DecodedJob, limits: &Limits, in_flight: u64) -> Result<Bu
                 job: Arc::new(snap),
             })
         }
+        JobKind::WindowPost | JobKind::WinningPost => {
+            let invalid =
+                |e: anyhow::Error| JobError::new(ErrorKind::InvalidInput, format!("{e:#}"));
+            let input = parse_post_input(&decoded.c1).map_err(invalid)?;
+            let found = post_proof_name(input.registered_proof);
+            let window = job.kind == JobKind::WindowPost;
+            let named = post::post_proof_from_name(&job.registered_proof).ok();
+            if named != Some(input.registered_proof) || input.is_window() != window {
+                return Err(JobError::new(
+                    ErrorKind::ProofTypeMismatch,
+                    format!(
+                        "a {} job says {}, its input is for {found}",
+                        job.kind.as_str(),
+                        job.registered_proof
+                    ),
+                ));
+            }
+            if input.miner_id != job.miner_id {
+                return Err(JobError::new(
+                    ErrorKind::InvalidInput,
+                    format!(
+                        "the job is for miner {}, its PoSt input for miner {}",
+                        job.miner_id, input.miner_id
+                    ),
+                ));
+            }
+            let sector_size = input.sector_size();
+            if sector_size > limits.sector_size_limit() {
+                return Err(oversize_sector(sector_size, limits));
+            }
+            let post = PostJob::new(input).map_err(invalid)?;
+            Ok(Built {
+                estimate: post_estimate(window, sector_size, in_flight),
+                job: Arc::new(post),
+            })
+        }
     }
 }
 
@@ -122,6 +159,8 @@ pub fn failure_kind(stage: Stage, kind: JobKind) -> ErrorKind {
         (Stage::Synthesis, JobKind::PorepC2) => ErrorKind::MalformedC1,
         // Likewise for vanilla proofs that passed their check but do not synthesize.
         (Stage::Synthesis, JobKind::SnapProve) => ErrorKind::InvalidInput,
+        // And for PoSt vanilla proofs.
+        (Stage::Synthesis, JobKind::WindowPost | JobKind::WinningPost) => ErrorKind::InvalidInput,
         // Retried like a transient failure, under its own name.
         (Stage::Verify, _) => ErrorKind::VerificationFailed,
         (Stage::Srs | Stage::Synthesis | Stage::Start | Stage::Finish, _) => ErrorKind::Transient,
@@ -190,6 +229,32 @@ pub fn snap_estimate(sector_size: u64, partitions: u64, in_flight: u64) -> Estim
     }
 }
 
+/// The estimate of a PoSt job (one partition): a WindowPoSt partition if `window`, else a
+/// WinningPoSt, of this sector size, in a pipeline that keeps `in_flight` partitions alive.
+pub fn post_estimate(window: bool, sector_size: u64, in_flight: u64) -> Estimate {
+    // (resident: the SRS and the recorded constraints; the partition with A, B, C on the CPU;
+    // on the GPU). A 32 GiB or 64 GiB WindowPoSt partition is 125,279,217 constraints
+    // (2,349 sectors of ten challenges), nearly a PoRep partition's 130,278,869: PoRep's
+    // figures. Smaller WindowPoSt partitions hold two sectors; a WinningPoSt is 66 challenges
+    // of one sector, 370,590 constraints at 32 GiB: under a GiB of parameters. 2 KiB circuits
+    // are small (21,866 constraints for a window partition, 90,750 for a WinningPoSt):
+    // measured with `c2q prove --backend cpu`, peak RSS 47 MB and 156 MB.
+    let (srs, per_partition, per_partition_on_gpu) = match (window, sector_size) {
+        (_, s) if s <= 2 * KIB => (256 * MIB, 256 * MIB, 64 * MIB),
+        (true, s) if s <= 512 * MIB => (512 * MIB, 512 * MIB, 128 * MIB),
+        (true, _) => (52 * GIB, 16 * GIB, GIB),
+        (false, _) => (GIB, GIB, 256 * MIB),
+    };
+    Estimate {
+        srs_key: post::srs_key(window, sector_size),
+        srs_bytes: srs,
+        per_partition,
+        per_partition_on_gpu,
+        partitions: 1,
+        in_flight,
+    }
+}
+
 /// The canary circuit: a few thousand constraints, parameters generated in-process.
 pub fn canary_estimate(partitions: u64, in_flight: u64) -> Estimate {
     Estimate {
@@ -216,6 +281,8 @@ pub fn worst_cases(
         .map(|kind| match kind {
             JobKind::PorepC2 => porep_estimate(max_sector_size, in_flight, in_flight),
             JobKind::SnapProve => snap_estimate(max_sector_size, in_flight, in_flight),
+            JobKind::WindowPost => post_estimate(true, max_sector_size, in_flight),
+            JobKind::WinningPost => post_estimate(false, max_sector_size, in_flight),
             JobKind::Canary => canary_estimate(max_canary_partitions, in_flight),
         })
         .collect()
@@ -403,6 +470,71 @@ mod tests {
         };
         assert_eq!(e.kind, ErrorKind::InvalidInput, "{e}");
         assert!(e.kind.is_permanent());
+    }
+
+    /// The `window-post` and `winning-post` examples in `schemas/examples/` are whole 2 KiB
+    /// proofs: each decodes as a worker decodes it and builds a job (its vanilla proofs
+    /// verify) in its class; under the other kind, another proof or another miner, the same
+    /// input is a permanent failure.
+    #[test]
+    fn the_post_examples_build_and_mislabelled_post_jobs_fail_for_good() {
+        use base64::Engine;
+        for (file, class) in [
+            ("job.window-post.json", "window-post-2k"),
+            ("job.winning-post.json", "winning-post-2k"),
+        ] {
+            let path = format!("{}/schemas/examples/{file}", env!("CARGO_MANIFEST_DIR"));
+            let mut example: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+            let payload = base64::engine::general_purpose::STANDARD
+                .decode(example["phase1_output"].as_str().unwrap())
+                .unwrap();
+            example["phase1_output"] = serde_json::json!([]);
+            let mut job: JobV1 = serde_json::from_value(example).unwrap();
+            job.phase1_output = payload;
+            let decode = |job: &JobV1| {
+                crate::schema::job::decode(
+                    &crate::schema::job::encode(job).unwrap(),
+                    &Limits::default(),
+                )
+                .unwrap()
+            };
+            assert_eq!(crate::classes::SizeClass::of(&job).unwrap().key(), class);
+            let built = build(&decode(&job), &Limits::default(), 1).unwrap();
+            assert_eq!(built.job.partitions(), 1);
+            // Covers the peak measured for a 2 KiB PoSt on the CPU (156 MB).
+            assert!(built.estimate.total() >= 156_000_000);
+
+            let other_kind = if job.kind == JobKind::WindowPost {
+                JobKind::WinningPost
+            } else {
+                JobKind::WindowPost
+            };
+            for wrong in [
+                JobV1 {
+                    kind: other_kind,
+                    ..job.clone()
+                },
+                JobV1 {
+                    registered_proof: "StackedDrgWindow8MiBV1_2".into(),
+                    ..job.clone()
+                },
+            ] {
+                let Err(e) = build(&decode(&wrong), &Limits::default(), 1) else {
+                    panic!("a mislabelled PoSt job was accepted");
+                };
+                assert_eq!(e.kind, ErrorKind::ProofTypeMismatch, "{e}");
+            }
+            let elsewhere = JobV1 {
+                miner_id: 1001,
+                ..job.clone()
+            };
+            let Err(e) = build(&decode(&elsewhere), &Limits::default(), 1) else {
+                panic!("a PoSt job of another miner was accepted");
+            };
+            assert_eq!(e.kind, ErrorKind::InvalidInput, "{e}");
+            assert!(e.kind.is_permanent());
+        }
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod job;
 pub mod kinds;
 pub mod params;
 pub mod porep;
+pub mod post;
 pub mod prove;
 pub mod snap;
 pub mod verify;

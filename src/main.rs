@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 use c2q::groth16::setup::Progress;
 use c2q::job::ProofJob;
 use c2q::porep::{self, PorepJob};
+use c2q::post::{self, PostJob};
 use c2q::prove::{prove_job, Stage};
 use c2q::snap::{self, SnapJob};
 
@@ -113,6 +114,28 @@ enum TestdataCommand {
     /// Seal a 2 KiB committed-capacity sector, encode random data into it with filecoin-proofs,
     /// and write the SnapDeals input (`c2q prove` takes it, `c2q submit --snap` queues it).
     Snap(TestSnapArgs),
+    /// Seal 2 KiB sectors with filecoin-proofs and write a PoSt input: a WindowPoSt partition
+    /// of one or two sectors, or with --winning a WinningPoSt (`c2q prove` takes it, `c2q
+    /// submit` queues it).
+    Post(TestPostArgs),
+}
+
+#[derive(clap::Args)]
+struct TestPostArgs {
+    /// The miner the sectors are sealed for.
+    #[arg(long, default_value_t = 1000)]
+    miner: u64,
+    /// Sectors in the WindowPoSt partition: 2 fills a 2 KiB partition, 1 is padded.
+    #[arg(long, default_value_t = 2, conflicts_with = "winning")]
+    sectors: u64,
+    /// A WinningPoSt (one sector) instead of a WindowPoSt partition.
+    #[arg(long)]
+    winning: bool,
+    /// Seed for the sectors' data and the randomness.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[arg(long)]
+    out: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -157,7 +180,8 @@ struct TestC1Args {
 struct ProveArgs {
     /// The C1 output (filecoin-ffi's SealCommitPhase1Output JSON, or lotus-bench's Commit2In),
     /// or a SnapDeals input (`registered_proof`, `comm_r_old`, `comm_r_new`, `comm_d_new`,
-    /// `vanilla_proofs`; recognised by its fields).
+    /// `vanilla_proofs`), or a PoSt input (`registered_proof`, `miner_id`, `randomness`,
+    /// `vanilla_proofs`); recognised by their fields.
     file: PathBuf,
     /// The miner's actor id (the number in f0…/t0…). Required for PoRep.
     #[arg(long)]
@@ -166,8 +190,11 @@ struct ProveArgs {
     #[arg(long)]
     sector: Option<u64>,
     /// The input is a SnapDeals update (`ProveReplicaUpdate2`), whatever it looks like.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "post")]
     snap: bool,
+    /// The input is a WindowPoSt partition or a WinningPoSt, whatever it looks like.
+    #[arg(long)]
+    post: bool,
     /// Where to write the proof (192 bytes per partition). Default: FILE.proof
     #[arg(long)]
     out: Option<PathBuf>,
@@ -213,8 +240,12 @@ struct GenerateArgs {
     #[arg(long)]
     proof: String,
     /// The SnapDeals (empty sector update) circuit of the proof's sector size.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "post")]
     snap: bool,
+    /// A PoSt circuit: --proof names a registered PoSt proof, e.g. StackedDrgWindow2KiBV1_2
+    /// or StackedDrgWinning2KiBV1.
+    #[arg(long)]
+    post: bool,
     /// Directory to write into (created if missing).
     #[arg(long)]
     dir: PathBuf,
@@ -255,6 +286,10 @@ fn main() -> ExitCode {
             Err(e) => fail(EXIT_FAILED, &e),
         },
         Command::Testdata(TestdataCommand::Snap(args)) => match test_snap(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(EXIT_FAILED, &e),
+        },
+        Command::Testdata(TestdataCommand::Post(args)) => match test_post(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(EXIT_FAILED, &e),
         },
@@ -414,6 +449,10 @@ fn prove(args: ProveArgs) -> ExitCode {
             report["miner"] = porep.miner_id.into();
             report["sector"] = porep.sector_number.into();
         }
+        if let ProveInput::Post(post) = &job {
+            report["miner"] = post.input.miner_id.into();
+            report["sectors"] = post.sector_numbers().into();
+        }
         println!("{report}");
     } else {
         let what = match &job {
@@ -424,6 +463,12 @@ fn prove(args: ProveArgs) -> ExitCode {
                 porep.miner_id
             ),
             ProveInput::Snap(_) => format!("SnapDeals update proof for {}", job.proof_name()),
+            ProveInput::Post(post) => format!(
+                "{} of miner {} over sectors {:?}",
+                job.proof_name(),
+                post.input.miner_id,
+                post.sector_numbers()
+            ),
         };
         println!(
             "{what}: {partitions} partitions, {bytes} bytes, verified, written to {}",
@@ -464,6 +509,7 @@ fn verify(args: &c2q::verify::VerifyArgs) -> ExitCode {
 enum ProveInput {
     Porep(std::sync::Arc<PorepJob>),
     Snap(std::sync::Arc<SnapJob>),
+    Post(std::sync::Arc<PostJob>),
 }
 
 impl ProveInput {
@@ -471,6 +517,7 @@ impl ProveInput {
         match self {
             ProveInput::Porep(job) => job.clone(),
             ProveInput::Snap(job) => job.clone(),
+            ProveInput::Post(job) => job.clone(),
         }
     }
 
@@ -478,12 +525,18 @@ impl ProveInput {
         match self {
             ProveInput::Porep(job) => porep::proof_name(job.registered_proof),
             ProveInput::Snap(job) => snap::update_proof_name(job.registered_proof()),
+            ProveInput::Post(job) => post::post_proof_name(job.registered_proof()),
         }
     }
 }
 
 fn read_job(args: &ProveArgs) -> Result<ProveInput> {
     let context = || format!("{}", args.file.display());
+    if args.post || (!args.snap && post::is_post_input_file(&args.file)?) {
+        let input = post::read_post_input_file(&args.file)?;
+        let job = PostJob::new(input).with_context(context)?;
+        return Ok(ProveInput::Post(std::sync::Arc::new(job)));
+    }
     if args.snap || snap::is_snap_input_file(&args.file)? {
         let input = snap::read_snap_input_file(&args.file)?;
         let job = SnapJob::new(input).with_context(context)?;
@@ -535,6 +588,17 @@ fn generate(args: GenerateArgs) -> Result<()> {
         started: Instant::now(),
         last_tenth: AtomicUsize::new(0),
     };
+    if args.post {
+        let proof = post::post_proof_from_name(&args.proof)?;
+        if args.if_missing {
+            let path = post::params::ensure(proof, &args.dir, &progress)?;
+            println!("{}", path.display());
+            return Ok(());
+        }
+        warn_test_parameters(&args.proof);
+        let out = post::params::generate(proof, &args.dir, args.force, &progress)?;
+        return report_generated(&out, &progress);
+    }
     if args.snap {
         let proof = snap::update_proof_from_name(&args.proof)?;
         if args.if_missing {
@@ -584,6 +648,24 @@ fn test_snap(args: &TestSnapArgs) -> Result<()> {
         snap::update_proof_name(input.registered_proof),
         args.miner,
         args.sector
+    );
+    Ok(())
+}
+
+fn test_post(args: &TestPostArgs) -> Result<()> {
+    let input = if args.winning {
+        post::testdata::winning_2kib(args.miner, args.seed)?
+    } else {
+        post::testdata::window_2kib(args.miner, args.sectors as usize, args.seed)?
+    };
+    std::fs::write(&args.out, input.to_json()?)
+        .with_context(|| format!("cannot write {}", args.out.display()))?;
+    println!(
+        "{}: PoSt input of a {} test proof (miner {}, {} sector(s))",
+        args.out.display(),
+        post::post_proof_name(input.registered_proof),
+        args.miner,
+        input.vanilla_proofs.len()
     );
     Ok(())
 }

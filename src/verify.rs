@@ -85,6 +85,9 @@ pub fn run(args: &VerifyArgs) -> Result<Verdict, VerifyError> {
     if crate::snap::is_snap_input_file(&args.file).map_err(VerifyError::BadInput)? {
         return verify_snap(&args.file, proof_path);
     }
+    if crate::post::is_post_input_file(&args.file).map_err(VerifyError::BadInput)? {
+        return verify_post(&args.file, proof_path);
+    }
     let miner = args.miner.ok_or_else(|| bad("--miner"))?;
     let sector = args.sector.ok_or_else(|| bad("--sector"))?;
     let c1 = read_c1_file(&args.file).map_err(VerifyError::BadInput)?;
@@ -146,6 +149,55 @@ fn verify_snap(input_path: &Path, proof_path: &Path) -> Result<Verdict, VerifyEr
         Ok(true) => Ok(Verdict::Valid),
         Ok(false) => Ok(Verdict::Invalid(format!(
             "the proof does not verify against {}'s commitments",
+            input_path.display()
+        ))),
+        Err(e) => Err(VerifyError::Failed(e)),
+    }
+}
+
+/// A PoSt proof (a WindowPoSt partition's or a WinningPoSt's) against the input it was made
+/// from.
+fn verify_post(input_path: &Path, proof_path: &Path) -> Result<Verdict, VerifyError> {
+    let in_file = |e: anyhow::Error, path: &Path| e.context(format!("{}", path.display()));
+    let input = crate::post::read_post_input_file(input_path).map_err(VerifyError::BadInput)?;
+    let job = crate::post::PostJob::new(input)
+        .map_err(|e| VerifyError::BadInput(in_file(e, input_path)))?;
+    let proof = read_proof_file(proof_path).map_err(VerifyError::BadInput)?;
+    let name = crate::post::post_proof_name(job.registered_proof());
+    let kind = if job.input.is_window() {
+        JobKind::WindowPost
+    } else {
+        JobKind::WinningPost
+    };
+    if let Some(result) = &proof.result {
+        if result.kind != kind.as_str() || result.registered_proof != name {
+            return Err(VerifyError::BadInput(anyhow!(
+                "{}: the result of job {:?} is of a {:?} job for {}, not a {} job for {name}",
+                proof_path.display(),
+                result.job_id,
+                result.kind,
+                result.registered_proof,
+                kind.as_str()
+            )));
+        }
+    }
+    if proof.bytes.len() != PARTITION_PROOF_BYTES {
+        return Err(VerifyError::BadInput(anyhow!(
+            "{}: the proof is {} bytes, a {name} proof is {PARTITION_PROOF_BYTES}",
+            proof_path.display(),
+            proof.bytes.len()
+        )));
+    }
+    if !job.verifying_key_path().is_file() {
+        return Err(VerifyError::Params(anyhow!(
+            "the verifying key {} is missing",
+            job.verifying_key_path().display()
+        )));
+    }
+    match job.check_proof(&proof.bytes) {
+        Ok(true) => Ok(Verdict::Valid),
+        Ok(false) => Ok(Verdict::Invalid(format!(
+            "the proof does not verify against {}'s randomness and sectors",
             input_path.display()
         ))),
         Err(e) => Err(VerifyError::Failed(e)),

@@ -130,16 +130,26 @@ pub async fn declare(ch: &Channel, names: &Names, delivery_limit: u32, retries: 
     }
 
     // The unsorted queue and two queues per size class (urgent and the rest): quorum queues
-    // with the same delivery limit and dead-lettering.
-    let jobs_queues = std::iter::once((names.jobs_queue(), JOB_KEY.to_string())).chain(
+    // with the same delivery limit and dead-lettering. A class whose jobs are all urgent
+    // (PoSt) has its class key bound to its urgent queue too, and its other queue bound to
+    // nothing: a job routed by class alone (a producer's, a worker's re-route of a retried
+    // job) waits with the urgent ones.
+    let jobs_queues = std::iter::once((names.jobs_queue(), vec![JOB_KEY.to_string()])).chain(
         SizeClass::all().into_iter().flat_map(|c| {
-            [
-                (names.class_queue(c), c.key()),
-                (names.urgent_queue(c), urgent_key(c)),
-            ]
+            if c.always_urgent() {
+                [
+                    (names.class_queue(c), vec![]),
+                    (names.urgent_queue(c), vec![urgent_key(c), c.key()]),
+                ]
+            } else {
+                [
+                    (names.class_queue(c), vec![c.key()]),
+                    (names.urgent_queue(c), vec![urgent_key(c)]),
+                ]
+            }
         }),
     );
-    for (q, key) in jobs_queues {
+    for (q, keys) in jobs_queues {
         let mut jobs = FieldTable::default();
         jobs.insert("x-queue-type".into(), str_value("quorum"));
         jobs.insert(
@@ -150,15 +160,17 @@ pub async fn declare(ch: &Channel, names: &Names, delivery_limit: u32, retries: 
         ch.queue_declare(q.as_str().into(), durable_queue(), jobs)
             .await
             .with_context(|| format!("declaring quorum queue {q} (an existing queue with other arguments must be deleted or changed by policy)"))?;
-        ch.queue_bind(
-            q.as_str().into(),
-            names.jobs_exchange().into(),
-            key.as_str().into(),
-            QueueBindOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .with_context(|| format!("binding {q} to key {key}"))?;
+        for key in keys {
+            ch.queue_bind(
+                q.as_str().into(),
+                names.jobs_exchange().into(),
+                key.as_str().into(),
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .with_context(|| format!("binding {q} to key {key}"))?;
+        }
     }
 
     // The dead-letter queue is a classic queue: operators browse it by fetching and requeueing,

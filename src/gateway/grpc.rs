@@ -2,10 +2,15 @@
 //! `proto/cuzk/v1/proving.proto` with the same package, service, methods and field numbers), so
 //! that a Curio whose `[Cuzk] Address` names the gateway sends its PoRep C2 here unchanged.
 //!
-//! - `SubmitProof` / `AwaitProof` / `Prove`: PoRep C2 (`POREP_SEAL_COMMIT`) only; other proof
-//!   kinds are refused `UNIMPLEMENTED`. `request_id` is the job id, so the same id with the same
-//!   payload is the same job (answered from the ledger once proved) and with another payload
-//!   is refused `ALREADY_EXISTS`. An empty `request_id` gets the id `c2q submit` would give.
+//! - `SubmitProof` / `AwaitProof` / `Prove`: every kind Curio sends: PoRep C2
+//!   (`POREP_SEAL_COMMIT`), SnapDeals (`SNAP_DEALS_UPDATE`), a WindowPoSt partition
+//!   (`WINDOW_POST_PARTITION`) and WinningPoSt (`WINNING_POST`). For PoRep and SnapDeals
+//!   `request_id` is the job id, so the same id with the same payload is the same job
+//!   (answered from the ledger once proved) and with another payload is refused
+//!   `ALREADY_EXISTS`. Curio sends every partition of a deadline under one request id, so a
+//!   PoSt job's id is the request id and its payload's digest: another partition is another
+//!   job, the same partition again the same job. An empty `request_id` gets the id
+//!   `c2q submit` would give.
 //! - `HIGH` and `CRITICAL` jobs go to their class's urgent queue, which workers empty first.
 //! - `CancelProof`, `GetStatus`, `GetMetrics`, `PreloadSRS`, `EvictSRS`: answered from the
 //!   ledger and the broker, for the fleet (see each method).
@@ -25,7 +30,8 @@ use axum::Router;
 use tonic::{Code, Request, Response, Status};
 
 use super::job::{
-    porep_job, proof_from_number, snap_job, PartitionProofs, PorepRequest, Refusal, SnapRequest,
+    porep_job, post_job, proof_from_number, snap_job, PartitionProofs, PorepRequest, PostRequest,
+    Refusal, SnapRequest,
 };
 use super::listener::{Incoming, Peer};
 use super::{Gateway, OpenRequest, Submitted, Urgency, Waited};
@@ -179,22 +185,14 @@ impl Door {
         match kind {
             ProofKind::PorepSealCommit => {}
             ProofKind::SnapDealsUpdate => return self.snap_job_of(submit).await,
+            ProofKind::WindowPostPartition => return self.post_job_of(submit, true).await,
+            ProofKind::WinningPost => return self.post_job_of(submit, false).await,
             ProofKind::Unspecified => {
                 return Err(Refused::new(
                     "malformed",
                     Code::InvalidArgument,
-                    "proof_kind is unset: c2q proves POREP_SEAL_COMMIT and SNAP_DEALS_UPDATE",
-                ))
-            }
-            other => {
-                return Err(Refused::new(
-                    "unimplemented",
-                    Code::Unimplemented,
-                    format!(
-                        "c2q proves PoRep C2 (POREP_SEAL_COMMIT) and SnapDeals \
-                         (SNAP_DEALS_UPDATE), not {}",
-                        other.as_str_name()
-                    ),
+                    "proof_kind is unset: c2q proves POREP_SEAL_COMMIT, SNAP_DEALS_UPDATE, \
+                     WINDOW_POST_PARTITION and WINNING_POST",
                 ))
             }
         }
@@ -233,6 +231,33 @@ impl Door {
         })
         .await;
         Ok((checked(built, "the C1 output")?, urgency))
+    }
+
+    /// A PoSt submission's job (a WindowPoSt partition if `window`, else a WinningPoSt):
+    /// `registered_proof` Go's PoSt proof number, `randomness`, `miner_id`, `partition_index`,
+    /// one vanilla proof per sector in `vanilla_proofs`.
+    async fn post_job_of(
+        &self,
+        submit: SubmitProofRequest,
+        window: bool,
+    ) -> Result<(DecodedJob, Urgency), Refused> {
+        let urgency = urgency_of(submit.priority);
+        let limits = self.gateway.config.limits.clone();
+        let built = tokio::task::spawn_blocking(move || {
+            let request = PostRequest {
+                window,
+                proof_number: submit.registered_proof,
+                sector_size: submit.sector_size,
+                miner: submit.miner_id,
+                randomness: &submit.randomness,
+                partition_index: submit.partition_index,
+                vanilla_proofs: &submit.vanilla_proofs,
+                request_id: (!submit.request_id.is_empty()).then(|| submit.request_id.clone()),
+            };
+            post_job(request, &limits)
+        })
+        .await;
+        Ok((checked(built, "the PoSt input")?, urgency))
     }
 
     /// A SnapDeals submission's job: `registered_proof` the update proof's number, the

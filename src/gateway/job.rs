@@ -8,6 +8,7 @@ use filecoin_proofs_api::RegisteredSealProof;
 use sha2::{Digest, Sha256};
 
 use crate::porep::{parse_c1, proof_name, PorepJob, REGISTERED_PROOFS};
+use crate::post::{post_proof_name, PostInput, PostJob, REGISTERED_POST_PROOFS};
 use crate::schema::{self, DecodedJob, JobKind, JobV1, Limits};
 use crate::snap::commitment::{self, CommitmentKind};
 use crate::snap::{update_proof_name, SnapInput, SnapJob, REGISTERED_UPDATE_PROOFS};
@@ -185,6 +186,97 @@ pub fn snap_job(request: SnapRequest, limits: &Limits) -> Result<DecodedJob, Ref
     )
 }
 
+/// A PoSt request as Curio's proving-engine protocol carries it (`WindowPoStCuzk`,
+/// `WinningPoStCuzk`).
+pub struct PostRequest<'a> {
+    /// A WindowPoSt partition (`WINDOW_POST_PARTITION`), else a WinningPoSt.
+    pub window: bool,
+    /// Go's `abi.RegisteredPoStProof`.
+    pub proof_number: u64,
+    pub sector_size: u64,
+    pub miner: u64,
+    pub randomness: &'a [u8],
+    pub partition_index: u32,
+    /// One `generate_single_vanilla_proof` output per sector.
+    pub vanilla_proofs: &'a [Vec<u8>],
+    /// Curio's request id; `None`: the job id `c2q submit` would give.
+    pub request_id: Option<String>,
+}
+
+/// Check a PoSt request as a worker will (each vanilla proof decoded and verified for the
+/// randomness) and build its job. The job id is the request id and the payload's digest:
+/// Curio sends every partition of a deadline under one request id, each partition a job of
+/// its own, while the same partition sent again is the same job. Call it off the async
+/// threads.
+pub fn post_job(request: PostRequest, limits: &Limits) -> Result<DecodedJob, Refusal> {
+    let malformed = |why: String| Refusal::Malformed(why);
+    let (kind, what) = if request.window {
+        (JobKind::WindowPost, "a WindowPoSt")
+    } else {
+        (JobKind::WinningPost, "a WinningPoSt")
+    };
+    let proof = usize::try_from(request.proof_number)
+        .ok()
+        .and_then(|i| REGISTERED_POST_PROOFS.get(i).copied())
+        .filter(|p| crate::post::is_window(*p) == request.window)
+        .ok_or_else(|| {
+            malformed(format!(
+                "registered_proof {} is not {what} proof (WinningPoSt 0 to 4, WindowPoSt 5 to 14)",
+                request.proof_number
+            ))
+        })?;
+    let size = u64::from(proof.sector_size());
+    if request.sector_size != 0 && request.sector_size != size {
+        return Err(malformed(format!(
+            "sector_size {} disagrees with registered_proof {} ({size} bytes)",
+            request.sector_size, request.proof_number
+        )));
+    }
+    if request.vanilla_proofs.is_empty() {
+        return Err(malformed(
+            "vanilla_proofs is empty: it carries one vanilla proof per sector".into(),
+        ));
+    }
+    let randomness: [u8; 32] = request.randomness.try_into().map_err(|_| {
+        malformed(format!(
+            "randomness is {} bytes, not 32",
+            request.randomness.len()
+        ))
+    })?;
+    let input = PostInput {
+        registered_proof: proof,
+        miner_id: request.miner,
+        randomness,
+        partition_index: u64::from(request.partition_index),
+        vanilla_proofs: request.vanilla_proofs.to_vec(),
+    };
+    PostJob::new(input.clone())
+        .map_err(|e| Refusal::Unprovable(one_line(&e.context("the PoSt cannot be proved"))))?;
+    let payload = input
+        .to_json()
+        .map_err(|e| Refusal::Unprovable(format!("{e:#}")))?;
+    let digest = hex::encode(&Sha256::digest(&payload)[..6]);
+    let job_id = match request.request_id {
+        Some(id) => format!("{id}-{digest}"),
+        None => format!("{}-{}-{digest}", kind.as_str(), request.miner),
+    };
+    let phase1_output = zstd::encode_all(&payload[..], 3)
+        .map_err(|e| Refusal::Unprovable(format!("compressing the PoSt input: {e}")))?;
+    decode_as_worker(
+        JobV1 {
+            v: schema::VERSION,
+            job_id,
+            kind,
+            registered_proof: post_proof_name(proof),
+            miner_id: request.miner,
+            sector_number: 0,
+            phase1_output,
+            canary: None,
+        },
+        limits,
+    )
+}
+
 /// What the worker does first: the same checks (id, sizes) and the same payload digest, which
 /// the ledger compares when the job id comes again.
 fn decode_as_worker(job: JobV1, limits: &Limits) -> Result<DecodedJob, Refusal> {
@@ -223,4 +315,59 @@ fn check_c1(
 /// An error with its causes on one line, for a one-line refusal.
 pub fn one_line(e: &anyhow::Error) -> String {
     format!("{e:#}").replace('\n', " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Curio's PoSt requests: one request id for every partition of a deadline, so each
+    /// partition's payload is a job of its own and the same one sent again the same job; the
+    /// wrong kind of proof number, bad randomness and truncated proofs are refused.
+    #[test]
+    fn post_requests_are_jobs_by_request_id_and_payload() {
+        use filecoin_proofs_api::RegisteredPoStProof;
+        let sectors = crate::post::testdata::seal_2kib(1000, &[1, 2, 3], 7).unwrap();
+        let randomness = crate::post::testdata::randomness(7);
+        let window = RegisteredPoStProof::StackedDrgWindow2KiBV1_2;
+        let first = sectors.post_input(window, randomness, &[1, 2]).unwrap();
+        let second = sectors.post_input(window, randomness, &[3]).unwrap();
+        let request = |proofs: &'static [Vec<u8>], number: u64, window: bool| PostRequest {
+            window,
+            proof_number: number,
+            sector_size: 2048,
+            miner: 1000,
+            randomness: Box::leak(Box::new(randomness)),
+            partition_index: 0,
+            vanilla_proofs: proofs,
+            request_id: Some("wdpost-1000-0-0102030405060708".into()),
+        };
+        let first: &'static [Vec<u8>] = Box::leak(first.vanilla_proofs.into_boxed_slice());
+        let second: &'static [Vec<u8>] = Box::leak(second.vanilla_proofs.into_boxed_slice());
+        let limits = Limits::default();
+        let a = post_job(request(first, 10, true), &limits).unwrap();
+        let b = post_job(request(second, 10, true), &limits).unwrap();
+        let again = post_job(request(first, 10, true), &limits).unwrap();
+        assert_ne!(a.job.job_id, b.job.job_id);
+        assert!(a.job.job_id.starts_with("wdpost-1000-0-0102030405060708-"));
+        assert_eq!(a.job.job_id, again.job.job_id);
+        assert_eq!(a.digest, again.digest);
+        assert_eq!(a.job.kind, JobKind::WindowPost);
+        assert_eq!(a.job.registered_proof, "StackedDrgWindow2KiBV1_2");
+
+        let refused = |r: PostRequest| match post_job(r, &limits) {
+            Err(Refusal::Malformed(why) | Refusal::Unprovable(why)) => why,
+            Ok(_) => panic!("accepted"),
+        };
+        assert!(refused(request(first, 0, true)).contains("not a WindowPoSt"));
+        assert!(refused(request(first, 10, false)).contains("not a WinningPoSt"));
+        let mut cut = first.to_vec();
+        cut[0].truncate(100);
+        let truncated: &'static [Vec<u8>] = Box::leak(cut.into_boxed_slice());
+        let why = refused(request(truncated, 10, true));
+        assert!(why.contains("vanilla proof 0"), "{why}");
+        let mut short = request(first, 10, true);
+        short.randomness = &short.randomness[..31];
+        assert!(refused(short).contains("31 bytes"));
+    }
 }

@@ -20,6 +20,7 @@ use anyhow::{bail, Context, Result};
 use filecoin_proofs_api::{RegisteredSealProof, RegisteredUpdateProof};
 
 use crate::porep::{self, params::file_name};
+use crate::post;
 use crate::snap;
 pub use check::{check_file, Depth, FileReport, Status};
 pub use manifest::{Entry, Manifest};
@@ -42,12 +43,13 @@ pub const SECTOR_SIZES: [(&str, RegisteredSealProof); 5] = [
     ("64GiB", RegisteredSealProof::StackedDrg64GiBV1_1),
 ];
 
-/// A circuit whose parameter files an operator names: a PoRep proof's, or a SnapDeals
-/// update's of one sector size.
+/// A circuit whose parameter files an operator names: a PoRep proof's, a SnapDeals
+/// update's of one sector size, or a PoSt proof's (WindowPoSt or WinningPoSt).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Circuit {
     Porep(RegisteredSealProof),
     Snap(RegisteredUpdateProof),
+    Post(filecoin_proofs_api::RegisteredPoStProof),
 }
 
 impl Circuit {
@@ -55,10 +57,12 @@ impl Circuit {
         match self {
             Circuit::Porep(proof) => porep::params::cache_id(proof),
             Circuit::Snap(proof) => snap::params::cache_id(proof),
+            Circuit::Post(proof) => post::params::cache_id(proof),
         }
     }
 
-    /// How messages name it: the registered proof, or `snap-<size>`.
+    /// How messages name it: the registered proof, or `snap-<size>`, `window-post-<size>`,
+    /// `winning-post-<size>`.
     pub fn name(self) -> String {
         match self {
             Circuit::Porep(proof) => porep::proof_name(proof),
@@ -69,12 +73,28 @@ impl Circuit {
                 Some((size, _)) => format!("snap-{size}"),
                 None => snap::update_proof_name(proof),
             },
+            Circuit::Post(proof) => {
+                let kind = if post::is_window(proof) {
+                    "window-post"
+                } else {
+                    "winning-post"
+                };
+                match SECTOR_SIZES
+                    .iter()
+                    .find(|(_, p)| p.sector_size() == proof.sector_size())
+                {
+                    Some((size, _)) => format!("{kind}-{size}"),
+                    None => post::post_proof_name(proof),
+                }
+            }
         }
     }
 }
 
 /// A `--proof` value: a registered PoRep proof name (`StackedDrg32GiBV1_1`), a sector size
-/// (`32GiB`, PoRep), or `snap-` and a sector size (`snap-32GiB`: the SnapDeals update circuit).
+/// (`32GiB`, PoRep), `snap-` and a sector size (`snap-32GiB`: the SnapDeals update circuit),
+/// `window-post-` or `winning-post-` and a sector size (`window-post-32GiB`), or a registered
+/// PoSt proof's name (`StackedDrgWinning32GiBV1`).
 pub fn parse_proof(text: &str) -> Result<Circuit> {
     let size_named = |size: &str| {
         SECTOR_SIZES
@@ -90,12 +110,28 @@ pub fn parse_proof(text: &str) -> Result<Circuit> {
             format!("{text:?}: expected snap- and a sector size (2KiB, 8MiB, 512MiB, 32GiB, 64GiB)")
         });
     }
+    for (prefix, window) in [("window-post-", true), ("winning-post-", false)] {
+        if let Some(size) = lower.strip_prefix(prefix) {
+            let proof = size_named(size).and_then(|proof| {
+                post::post_proof_for_size(window, u64::from(proof.sector_size()))
+            });
+            return proof.map(Circuit::Post).with_context(|| {
+                format!(
+                    "{text:?}: expected {prefix} and a sector size (2KiB, 8MiB, 512MiB, 32GiB, \
+                     64GiB)"
+                )
+            });
+        }
+    }
     if let Some(proof) = size_named(text) {
         return Ok(Circuit::Porep(proof));
     }
+    if text.starts_with("StackedDrgWin") {
+        return post::post_proof_from_name(text).map(Circuit::Post);
+    }
     porep::proof_from_name(text).map(Circuit::Porep).context(
         "expected a registered proof, a sector size (2KiB, 8MiB, 512MiB, 32GiB, 64GiB), or \
-         snap- and a sector size",
+         snap-, window-post- or winning-post- and a sector size",
     )
 }
 
@@ -227,6 +263,29 @@ mod tests {
             Circuit::Snap(RegisteredUpdateProof::StackedDrg32GiBV1)
         );
         assert!(parse_proof("snap-16GiB").is_err());
+    }
+
+    /// Each PoSt circuit (WindowPoSt, WinningPoSt, per sector size) needs two files of the
+    /// manifest, named `window-post-<size>` and `winning-post-<size>`.
+    #[test]
+    fn post_circuits_are_in_the_manifest() {
+        use filecoin_proofs_api::RegisteredPoStProof;
+        let manifest = Manifest::official().unwrap();
+        for window in [true, false] {
+            for (size, seal) in SECTOR_SIZES {
+                let proof =
+                    post::post_proof_for_size(window, u64::from(seal.sector_size())).unwrap();
+                let files = wanted(&[Circuit::Post(proof)], &manifest).unwrap();
+                assert_eq!(files.len(), 2, "{size}");
+                let name = Circuit::Post(proof).name();
+                assert_eq!(parse_proof(&name).unwrap(), Circuit::Post(proof), "{name}");
+            }
+        }
+        assert_eq!(
+            parse_proof("StackedDrgWinning2KiBV1").unwrap(),
+            Circuit::Post(RegisteredPoStProof::StackedDrgWinning2KiBV1)
+        );
+        assert!(parse_proof("window-post-16GiB").is_err());
     }
 
     #[test]

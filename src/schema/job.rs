@@ -14,6 +14,12 @@ pub enum JobKind {
     /// SnapDeals (`ProveReplicaUpdate2`): vanilla partition proofs and commitments in.
     #[serde(rename = "snap-prove")]
     SnapProve,
+    /// One WindowPoSt partition: randomness and its sectors' vanilla proofs in.
+    #[serde(rename = "window-post")]
+    WindowPost,
+    /// A WinningPoSt: randomness and its sector's vanilla proof in.
+    #[serde(rename = "winning-post")]
+    WinningPost,
     /// A small built-in circuit proved through the same path: fleet health checks, fast tests.
     #[serde(rename = "canary")]
     Canary,
@@ -21,12 +27,20 @@ pub enum JobKind {
 
 impl JobKind {
     /// Every kind (`kinds` says what each one is).
-    pub const ALL: [JobKind; 3] = [JobKind::PorepC2, JobKind::SnapProve, JobKind::Canary];
+    pub const ALL: [JobKind; 5] = [
+        JobKind::PorepC2,
+        JobKind::SnapProve,
+        JobKind::WindowPost,
+        JobKind::WinningPost,
+        JobKind::Canary,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             JobKind::PorepC2 => "porep-c2",
             JobKind::SnapProve => "snap-prove",
+            JobKind::WindowPost => "window-post",
+            JobKind::WinningPost => "winning-post",
             JobKind::Canary => "canary",
         }
     }
@@ -51,12 +65,16 @@ pub struct JobV1 {
     pub job_id: String,
     pub kind: JobKind,
     /// e.g. `StackedDrg32GiBV1_1`; must agree with the C1 output's own field. For `snap-prove`
-    /// the update proof (`StackedDrg32GiBV1`), agreeing with the input's. `canary` for canaries.
+    /// the update proof (`StackedDrg32GiBV1`), for `window-post` and `winning-post` the PoSt
+    /// proof (`StackedDrgWindow32GiBV1_2`, `StackedDrgWinning32GiBV1`), agreeing with the
+    /// input's. `canary` for canaries.
     pub registered_proof: String,
     pub miner_id: u64,
+    /// The sector proved; 0 for PoSt jobs, which prove many.
     pub sector_number: u64,
     /// zstd-compressed C1 JSON as filecoin-ffi produced it; for `snap-prove` the SnapDeals
-    /// input JSON (`snap::SnapInput`); empty for canaries.
+    /// input JSON (`snap::SnapInput`), for `window-post` and `winning-post` the PoSt input JSON
+    /// (`post::PostInput`); empty for canaries.
     #[serde(with = "serde_bytes", default)]
     pub phase1_output: Vec<u8>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -68,7 +86,7 @@ pub struct JobV1 {
 pub struct DecodedJob {
     pub job: JobV1,
     /// The decompressed payload: the C1 JSON of a PoRep job, the SnapDeals input of a
-    /// `snap-prove` job, empty for a canary.
+    /// `snap-prove` job, the PoSt input of a PoSt job, empty for a canary.
     pub c1: Vec<u8>,
     /// SHA-256 over everything that determines the proof: the ledger's duplicate check.
     pub digest: [u8; 32],
@@ -172,7 +190,7 @@ pub fn validate(job: JobV1, limits: &Limits) -> Result<DecodedJob, JobError> {
     crate::porep::check_sector_identity(job.miner_id, job.sector_number)
         .map_err(|e| JobError::new(ErrorKind::InvalidInput, format!("{e:#}")))?;
     let c1 = match job.kind {
-        JobKind::PorepC2 | JobKind::SnapProve => {
+        JobKind::PorepC2 | JobKind::SnapProve | JobKind::WindowPost | JobKind::WinningPost => {
             if job.canary.is_some() {
                 return Err(JobError::new(
                     ErrorKind::WrongKind,
@@ -352,7 +370,7 @@ mod tests {
         let raw = RawJob {
             v: 1,
             job_id: "w-1",
-            kind: "window-post",
+            kind: "election-post",
             registered_proof: "StackedDrg2KiBV1_1",
             miner_id: 1,
             sector_number: 2,

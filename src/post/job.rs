@@ -1,0 +1,552 @@
+//! A PoSt job: the vanilla proofs checked (decoded for the proof's sector shape, in ascending
+//! sector order, verified against the randomness), the partition's vanilla proof assembled and
+//! padded as filecoin-proofs does (`single_partition_vanilla_proofs`), one circuit
+//! (storage-proofs-post's `FallbackPoStCompound::circuit`), and the public inputs filecoin-proofs'
+//! verifier derives for it.
+
+use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail, ensure, Context, Result};
+use bellperson::{Circuit, ConstraintSystem};
+use blstrs::Scalar as Fr;
+use ff::Field;
+use filecoin_hashers::Hasher;
+use filecoin_proofs::{FallbackPoStSectorProof, MerkleTreeTrait, VanillaProof};
+use filecoin_proofs_api::{ApiVersion, PublicReplicaInfo, RegisteredPoStProof};
+use storage_proofs_core::compound_proof::CompoundProof;
+use storage_proofs_post::fallback::{self, FallbackPoStCircuit, FallbackPoStCompound};
+
+use super::input::PostInput;
+use super::{config, params, post_proof_name};
+use crate::groth16::{CompactWitness, Proof, R1cs, R1csCache, Srs, SrsCache, WitnessBuilder};
+use crate::job::{proof_bytes, verify_partitions, ProofJob};
+
+type Domain<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
+
+/// The per-sector-shape part of a job, behind a trait object so that one `PostJob` type
+/// serves every sector size.
+trait Partition: Send + Sync {
+    /// The circuit of this proof, recorded from its blank circuit.
+    fn record(&self, circuit_id: &str) -> Result<R1cs>;
+    fn witness(&self) -> Result<CompactWitness>;
+    fn public_inputs(&self) -> Result<Vec<Fr>>;
+
+    /// bellperson's own proof of the partition: the reference c2q is compared with.
+    #[cfg(test)]
+    fn reference_proof(&self, srs: &Srs, r: Fr, s: Fr) -> Result<Proof>;
+}
+
+struct TreePartition<Tree: 'static + MerkleTreeTrait> {
+    public_params: fallback::PublicParams,
+    /// The sectors as the prover lays them out (filecoin-proofs' `generate_*_with_vanilla`).
+    prover_inputs: fallback::PublicInputs<Domain<Tree>>,
+    /// The sectors as filecoin-proofs' verifier lays them out (`verify_window_post`,
+    /// `verify_winning_post`): for WinningPoSt its one sector once per challenge.
+    verifier_inputs: fallback::PublicInputs<Domain<Tree>>,
+    /// The partition's vanilla proof, padded to the circuit's sector count.
+    proof: VanillaProof<Tree>,
+}
+
+impl<Tree: 'static + MerkleTreeTrait> TreePartition<Tree> {
+    fn circuit(&self) -> Result<FallbackPoStCircuit<Tree>> {
+        // filecoin-proofs proves the partition as the first (only) of the proofs it is given.
+        <FallbackPoStCompound<Tree> as CompoundProof<_, _>>::circuit(
+            &self.prover_inputs,
+            Default::default(),
+            &self.proof,
+            &self.public_params,
+            Some(0),
+        )
+    }
+}
+
+impl<Tree: 'static + MerkleTreeTrait> Partition for TreePartition<Tree> {
+    fn record(&self, circuit_id: &str) -> Result<R1cs> {
+        let blank =
+            <FallbackPoStCompound<Tree> as CompoundProof<_, _>>::blank_circuit(&self.public_params);
+        R1cs::record(circuit_id, blank)
+    }
+
+    fn witness(&self) -> Result<CompactWitness> {
+        let circuit = self.circuit()?;
+        // storage-proofs asserts on malformed vanilla proofs; a bad input must be an error,
+        // not a crashed worker.
+        let built = catch_unwind(AssertUnwindSafe(|| {
+            let mut cs = WitnessBuilder::new();
+            cs.alloc_input(|| "one", || Ok(Fr::ONE))?;
+            circuit.synthesize(&mut cs)?;
+            let (input, aux) = cs.into_compact();
+            Ok::<_, anyhow::Error>(CompactWitness {
+                input: vec![input],
+                aux: vec![aux],
+            })
+        }));
+        match built {
+            Ok(result) => result.context("synthesis of the PoSt circuit failed"),
+            Err(_) => bail!("PoSt input is malformed: synthesis aborted"),
+        }
+    }
+
+    fn public_inputs(&self) -> Result<Vec<Fr>> {
+        <FallbackPoStCompound<Tree> as CompoundProof<_, _>>::generate_public_inputs(
+            &self.verifier_inputs,
+            &self.public_params,
+            Some(0),
+        )
+    }
+
+    #[cfg(test)]
+    fn reference_proof(&self, srs: &Srs, r: Fr, s: Fr) -> Result<Proof> {
+        let params = srs.to_bellperson();
+        Ok(bellperson::groth16::create_proof::<blstrs::Bls12, _, _>(
+            self.circuit()?,
+            &params,
+            r,
+            s,
+        )?)
+    }
+}
+
+/// One PoSt job (a WindowPoSt partition or a WinningPoSt), ready to prove.
+pub struct PostJob {
+    pub input: PostInput,
+    /// The `.params` file this job's circuit needs.
+    pub params_path: PathBuf,
+    /// The circuit's id (the parameter file's stem): what its recorded constraints are for.
+    circuit_id: String,
+    /// `(sector number, comm_r)` of each sector proved, in order.
+    sectors: Vec<(u64, [u8; 32])>,
+    partition: Box<dyn Partition>,
+}
+
+impl std::fmt::Debug for PostJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostJob")
+            .field(
+                "registered_proof",
+                &post_proof_name(self.input.registered_proof),
+            )
+            .field("miner_id", &self.input.miner_id)
+            .field("sectors", &self.sectors.len())
+            .finish()
+    }
+}
+
+impl PostJob {
+    /// Check a PoSt input and prepare its circuit: each vanilla proof decodes for the proof's
+    /// sector shape, the sectors come in ascending order without repeats (as the chain's
+    /// verifier lays them out), and every proof verifies for this randomness (proofs made for
+    /// another randomness, and so for another miner, whose randomness the chain draws with its
+    /// address, or tampered or truncated ones, are refused here, before any proving).
+    pub fn new(input: PostInput) -> Result<PostJob> {
+        let proof = input.registered_proof;
+        ensure!(
+            proof.major_version() == 1,
+            "registered PoSt proof {} is not version 1",
+            post_proof_name(proof)
+        );
+        crate::porep::check_sector_identity(input.miner_id, 0)?;
+        let (partition, sectors) =
+            filecoin_proofs::with_shape!(input.sector_size(), build_partition, &input,)?;
+        let circuit_id = params::cache_id(proof)?;
+        Ok(PostJob {
+            params_path: crate::porep::params::params_path(&circuit_id),
+            circuit_id,
+            sectors,
+            partition,
+            input,
+        })
+    }
+
+    pub fn registered_proof(&self) -> RegisteredPoStProof {
+        self.input.registered_proof
+    }
+
+    pub fn sector_size(&self) -> u64 {
+        self.input.sector_size()
+    }
+
+    /// The sector numbers proved, in order.
+    pub fn sector_numbers(&self) -> Vec<u64> {
+        self.sectors.iter().map(|(n, _)| *n).collect()
+    }
+
+    /// The verifying key filecoin-proofs reads for this job's circuit.
+    pub fn verifying_key_path(&self) -> PathBuf {
+        self.params_path.with_extension("vk")
+    }
+
+    /// Whether the proof bytes verify as the chain checks them: filecoin-proofs'
+    /// `verify_window_post` (the partition alone: its sectors as a deadline of one partition)
+    /// or `verify_winning_post`, with the verifying key from the parameter directory. An error
+    /// when there is no verdict (no verifying key, a verifier failure).
+    pub fn check_proof(&self, proof: &[u8]) -> Result<bool> {
+        let vk = self.verifying_key_path();
+        ensure!(
+            vk.is_file(),
+            "the verifying key {} is missing (it comes with the parameters)",
+            vk.display()
+        );
+        let input = &self.input;
+        let replicas: BTreeMap<_, _> = self
+            .sectors
+            .iter()
+            .map(|(n, comm_r)| {
+                (
+                    (*n).into(),
+                    PublicReplicaInfo::new(input.registered_proof, *comm_r),
+                )
+            })
+            .collect();
+        let prover_id = crate::porep::prover_id(input.miner_id);
+        catch_unwind(AssertUnwindSafe(|| {
+            if input.is_window() {
+                filecoin_proofs_api::post::verify_window_post(
+                    &input.randomness,
+                    &[(input.registered_proof, proof)],
+                    &replicas,
+                    prover_id,
+                )
+            } else {
+                filecoin_proofs_api::post::verify_winning_post(
+                    &input.randomness,
+                    proof,
+                    &replicas,
+                    prover_id,
+                )
+            }
+        }))
+        .map_err(|_| anyhow!("filecoin-proofs' PoSt verifier aborted"))?
+        .context("filecoin-proofs' PoSt verifier failed")
+    }
+}
+
+impl ProofJob for PostJob {
+    fn partitions(&self) -> usize {
+        1
+    }
+
+    fn srs(&self) -> Result<Arc<Srs>> {
+        params::require(&self.params_path, self.input.registered_proof)?;
+        SrsCache::global().get(
+            &super::srs_key(self.input.is_window(), self.sector_size()),
+            &self.params_path,
+        )
+    }
+
+    fn r1cs(&self) -> Result<Arc<R1cs>> {
+        let file = self.params_path.with_extension("c2q-r1cs");
+        let params = super::srs_key(self.input.is_window(), self.sector_size());
+        R1csCache::global().get(&self.circuit_id, &params, Some(&file), || {
+            self.partition.record(&self.circuit_id)
+        })
+    }
+
+    fn witness(&self, partition: usize) -> Result<CompactWitness> {
+        ensure!(
+            partition == 0,
+            "a PoSt job has one partition, not {partition}"
+        );
+        self.partition.witness()
+    }
+
+    /// The proof against the public inputs filecoin-proofs' verifier derives, then through
+    /// filecoin-proofs' own verifier.
+    fn verify(&self, proofs: &[Proof]) -> Result<()> {
+        verify_partitions(&*self.srs()?, proofs, 1, |_| self.partition.public_inputs())?;
+        let name = if self.input.is_window() {
+            "verify_window_post"
+        } else {
+            "verify_winning_post"
+        };
+        ensure!(
+            self.check_proof(&proof_bytes(proofs)?)?,
+            "filecoin-proofs' {name} rejects the proof"
+        );
+        Ok(())
+    }
+}
+
+type Built = (Box<dyn Partition>, Vec<(u64, [u8; 32])>);
+
+fn build_partition<Tree: 'static + MerkleTreeTrait>(input: &PostInput) -> Result<Built> {
+    let proof = input.registered_proof;
+    let name = post_proof_name(proof);
+    let config = config(proof);
+    let window = input.is_window();
+    let given = input.vanilla_proofs.len();
+    if window {
+        ensure!(
+            given >= 1 && given <= config.sector_count,
+            "{given} vanilla proofs, a {name} partition holds 1 to {} sectors",
+            config.sector_count
+        );
+        // Before V1_2 a sector's challenges depended on its index in the deadline, which
+        // filecoin-proofs' single-partition prover takes as partition 0's: another index would
+        // give a proof that cannot verify.
+        ensure!(
+            input.partition_index == 0 || proof.version() == ApiVersion::V1_2_0,
+            "partition_index {}: {name} partitions are proved as partition 0",
+            input.partition_index
+        );
+    } else {
+        ensure!(
+            given == config.sector_count,
+            "{given} vanilla proofs, a {name} proves {} sector",
+            config.sector_count
+        );
+        ensure!(
+            input.partition_index == 0,
+            "partition_index {}: a WinningPoSt has one partition",
+            input.partition_index
+        );
+    }
+    // Sector shapes share Rust types (2 KiB and 8 MiB trees are alike), so decoding cannot
+    // tell them apart; the challenges' range and the path lengths, checked below, can.
+    let proofs = input
+        .vanilla_proofs
+        .iter()
+        .enumerate()
+        .map(|(i, bytes)| {
+            bincode::deserialize::<FallbackPoStSectorProof<Tree>>(bytes).map_err(|e| {
+                anyhow!("vanilla proof {i} is not a {name} sector proof (truncated or of another kind): {e}")
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let numbers: Vec<u64> = proofs.iter().map(|p| u64::from(p.sector_id)).collect();
+    // filecoin-proofs' verifiers take the sectors in ascending order (a map by number): a
+    // partition proved in another order, or with a sector twice, could never be accepted.
+    if let Some(w) = numbers.windows(2).find(|w| w[0] >= w[1]) {
+        bail!(
+            "vanilla proofs are not in ascending sector order without repeats (sector {} \
+             comes after {})",
+            w[1],
+            w[0]
+        );
+    }
+    let randomness: Domain<Tree> =
+        filecoin_proofs::as_safe_commitment(&input.randomness, "randomness")
+            .context("randomness is not a field element")?;
+    let prover_id: Domain<Tree> =
+        filecoin_proofs::as_safe_commitment(&crate::porep::prover_id(input.miner_id), "prover_id")?;
+    let public_params = params::public_params::<Tree>(proof)?;
+    let sectors: Vec<fallback::PublicSector<Domain<Tree>>> = proofs
+        .iter()
+        .map(|p| fallback::PublicSector {
+            id: p.sector_id,
+            comm_r: p.comm_r,
+        })
+        .collect();
+    let prover_inputs = fallback::PublicInputs {
+        randomness,
+        prover_id,
+        sectors: sectors.clone(),
+        k: Some(if window {
+            input.partition_index as usize
+        } else {
+            0
+        }),
+    };
+    // The partition's vanilla proof as filecoin-proofs assembles it: WindowPoSt sectors
+    // padded by repeating the last, a WinningPoSt's one sector unrolled into one "sector" per
+    // challenge; then verified for this randomness.
+    let assembled = catch_unwind(AssertUnwindSafe(|| {
+        filecoin_proofs::single_partition_vanilla_proofs(
+            &config,
+            &public_params,
+            &prover_inputs,
+            &proofs,
+        )
+    }));
+    let partition_proof = match assembled {
+        Ok(Ok(p)) => p,
+        Ok(Err(e)) => bail!(
+            "the vanilla proofs do not verify for randomness {} as {name} sector proofs (made \
+             for another randomness, miner or sector size, or tampered): {e:#}",
+            hex::encode(input.randomness)
+        ),
+        Err(_) => bail!("the vanilla proofs are malformed: checking them aborted"),
+    };
+    let verifier_sectors = if window {
+        sectors
+    } else {
+        // `verify_winning_post` lists the sector once per challenge of the circuit.
+        std::iter::repeat_n(sectors[0].clone(), public_params.sector_count).collect()
+    };
+    let verifier_inputs = fallback::PublicInputs {
+        randomness,
+        prover_id,
+        sectors: verifier_sectors,
+        k: None,
+    };
+    let identities = proofs
+        .iter()
+        .map(|p| {
+            let mut comm_r = [0u8; 32];
+            comm_r.copy_from_slice(AsRef::<[u8]>::as_ref(&p.comm_r));
+            (u64::from(p.sector_id), comm_r)
+        })
+        .collect();
+    Ok((
+        Box::new(TreePartition::<Tree> {
+            public_params,
+            prover_inputs,
+            verifier_inputs,
+            proof: partition_proof,
+        }),
+        identities,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::OnceLock;
+
+    use super::*;
+    use crate::groth16::{self, setup::Quiet, CpuBackend};
+    use crate::post::testdata::{self, Sectors};
+    use rand::SeedableRng;
+    use RegisteredPoStProof::{
+        StackedDrgWindow2KiBV1_2 as WINDOW, StackedDrgWinning2KiBV1 as WINNING,
+    };
+
+    const TEST_PARAMS: &str = "/var/tmp/c2q-test-params";
+
+    fn with_test_params(proof: RegisteredPoStProof) {
+        params::ensure(proof, std::path::Path::new(TEST_PARAMS), &Quiet).unwrap();
+    }
+
+    /// Two 2 KiB sectors of miner 1000 and one of miner 2000, sealed once for every test here.
+    fn sectors() -> &'static (Sectors, Sectors) {
+        static SEALED: OnceLock<(Sectors, Sectors)> = OnceLock::new();
+        SEALED.get_or_init(|| {
+            (
+                testdata::seal_2kib(1000, &[3, 7], 1).unwrap(),
+                testdata::seal_2kib(2000, &[3], 2).unwrap(),
+            )
+        })
+    }
+
+    /// c2q's proof equals bellperson's for the same r and s, and passes both verifiers.
+    fn assert_identical_and_verified(job: &PostJob, seed: u64) -> Proof {
+        let srs = job.srs().unwrap();
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let (r, s) = (Fr::random(&mut rng), Fr::random(&mut rng));
+        let ours = groth16::prove(&CpuBackend, &srs, job.synthesize(0).unwrap(), r, s).unwrap();
+        let reference = job.partition.reference_proof(&srs, r, s).unwrap();
+        let bytes = |p: &Proof| proof_bytes(std::slice::from_ref(p)).unwrap();
+        assert_eq!(bytes(&ours), bytes(&reference));
+        assert_eq!(bytes(&ours).len(), 192);
+        job.verify(std::slice::from_ref(&ours)).unwrap();
+        ours
+    }
+
+    /// A full 2 KiB WindowPoSt partition (two sectors) and one of a single sector, which
+    /// filecoin-proofs pads by repeating it: byte-identical to bellperson, accepted by
+    /// `verify_window_post`; a partition's proof does not pass for another randomness.
+    #[test]
+    fn window_partitions_full_and_short_are_identical_to_bellperson() {
+        with_test_params(WINDOW);
+        let (mine, _) = sectors();
+        let full = PostJob::new(
+            mine.post_input(WINDOW, testdata::randomness(5), &[])
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(full.sector_numbers(), [3, 7]);
+        let proof = assert_identical_and_verified(&full, 42);
+
+        let short = PostJob::new(
+            mine.post_input(WINDOW, testdata::randomness(5), &[7])
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(short.sector_numbers(), [7]);
+        assert_identical_and_verified(&short, 43);
+
+        let other = PostJob::new(
+            mine.post_input(WINDOW, testdata::randomness(6), &[])
+                .unwrap(),
+        )
+        .unwrap();
+        let e = other.verify(&[proof]).unwrap_err();
+        assert!(format!("{e:#}").contains("does not verify"), "{e:#}");
+    }
+
+    /// A 2 KiB WinningPoSt: byte-identical to bellperson, accepted by `verify_winning_post`.
+    #[test]
+    fn winning_post_is_identical_to_bellperson() {
+        with_test_params(WINNING);
+        let (mine, _) = sectors();
+        let job = PostJob::new(
+            mine.post_input(WINNING, testdata::randomness(8), &[7])
+                .unwrap(),
+        )
+        .unwrap();
+        assert_identical_and_verified(&job, 44);
+    }
+
+    /// Inputs a PoSt pipeline could not have made for this miner and randomness are refused
+    /// when the job is built, each with its reason on one line.
+    #[test]
+    fn bad_post_inputs_are_refused_with_a_reason() {
+        let (mine, theirs) = sectors();
+        let randomness = testdata::randomness(5);
+        let good = mine.post_input(WINDOW, randomness, &[]).unwrap();
+        let refused = |input: PostInput| {
+            let e = format!("{:#}", PostJob::new(input).unwrap_err());
+            assert!(!e.contains('\n'), "{e}");
+            e
+        };
+
+        // Another proof number: the window proofs are not a WinningPoSt's, nor 8 MiB ones.
+        let mut winning = good.clone();
+        winning.registered_proof = WINNING;
+        assert!(refused(winning).contains("2 vanilla proofs"));
+        let mut bigger = good.clone();
+        bigger.registered_proof = RegisteredPoStProof::StackedDrgWindow8MiBV1_2;
+        let e = refused(bigger);
+        assert!(e.contains("StackedDrgWindow8MiBV1_2"), "{e}");
+
+        // Another randomness.
+        let mut elsewhen = good.clone();
+        elsewhen.randomness = testdata::randomness(6);
+        assert!(refused(elsewhen).contains("do not verify for randomness"));
+
+        // Another miner's sector, challenged by that miner's randomness (the chain draws it
+        // with the miner's address), offered under this miner's.
+        let mut other_miner = good.clone();
+        other_miner.vanilla_proofs = theirs
+            .post_input(WINDOW, testdata::randomness(9), &[])
+            .unwrap()
+            .vanilla_proofs;
+        assert!(refused(other_miner).contains("do not verify for randomness"));
+
+        // Truncated, tampered, out of order, repeated.
+        let mut truncated = good.clone();
+        let half = truncated.vanilla_proofs[1].len() / 2;
+        truncated.vanilla_proofs[1].truncate(half);
+        assert!(refused(truncated).contains("vanilla proof 1 is not a StackedDrgWindow2KiBV1_2"));
+        let mut tampered = good.clone();
+        let last = tampered.vanilla_proofs[0].len() - 40;
+        tampered.vanilla_proofs[0][last] ^= 1;
+        let e = refused(tampered);
+        assert!(e.contains("do not verify") || e.contains("vanilla"), "{e}");
+        let mut swapped = good.clone();
+        swapped.vanilla_proofs.reverse();
+        assert!(refused(swapped).contains("ascending sector order"));
+        let mut twice = good.clone();
+        twice.vanilla_proofs[1] = twice.vanilla_proofs[0].clone();
+        assert!(refused(twice).contains("ascending sector order"));
+
+        // Randomness that is not a field element.
+        let mut wide = good.clone();
+        wide.randomness[31] = 0xff;
+        assert!(refused(wide).contains("randomness"));
+
+        PostJob::new(good).unwrap();
+    }
+}
