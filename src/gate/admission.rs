@@ -10,11 +10,14 @@
 //!   unused parameter released is skipped. (With nothing held, every class the worker serves
 //!   fits: `classes::SizeClass::served` admits only classes whose worst case fits the budget.)
 //! - **Busy** (jobs held): the open classes are the longest prefix of the fetch order (largest
-//!   and most pressing first) whose classes all fit. A busy worker thus takes a smaller job only
-//!   while every job it prefers would still fit beside it: it never takes a small job that a
-//!   large one would then wait for, nor one that would only wait behind the large one it is
-//!   proving while another worker may be idle. When it does not fit, the jobs it holds finish
-//!   and free memory (or make their parameters releasable), and the rule is applied again.
+//!   first) whose classes all fit. A busy worker thus takes a smaller job only while every job
+//!   it prefers would still fit beside it: it never takes a small job that a large one would
+//!   then wait for, nor one that would only wait behind the large one it is proving while
+//!   another worker may be idle. When it does not fit, the jobs it holds finish and free memory
+//!   (or make their parameters releasable), and the rule is applied again.
+//! - **Urgent classes** (PoSt, due within a deadline) are open whenever they fit, busy or not,
+//!   and stand outside that prefix: a WindowPoSt class whose parameters are not loaded does not
+//!   stop a busy worker from taking its next PoRep job.
 //! - The **unsorted queue** (jobs of any class) is open when every class is, and a job from it
 //!   reserves the largest worst case with every SRS counted, since its circuit is not known
 //!   until it is decoded.
@@ -27,6 +30,15 @@
 use std::sync::Arc;
 
 use super::{Estimate, JobHold, KeptParams, Reservation};
+
+/// A class as the fetch rule sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FetchClass {
+    /// Its worst case (`classes::SizeClass::worst_case`).
+    pub worst: Estimate,
+    /// Whether its jobs are due within a deadline (`classes::SizeClass::always_urgent`).
+    pub urgent: bool,
+}
 
 /// The queues a fetch may take from: `classes[i]` for the i-th class in fetch order.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,22 +65,36 @@ pub fn fits(kept: &KeptParams, e: &Estimate) -> bool {
 }
 
 /// What a job from the unsorted queue reserves: the largest worst case, SRS always counted.
-fn unsorted_need(worst: &[Estimate]) -> u64 {
-    super::estimate::largest(worst)
+fn unsorted_need(classes: &[FetchClass]) -> u64 {
+    classes
+        .iter()
+        .map(|c| c.worst.srs_bytes + c.worst.work(c.worst.partitions))
+        .max()
+        .unwrap_or(0)
 }
 
-/// The queues open now, for classes of worst cases `worst` in fetch order.
-pub fn open_queues(kept: &KeptParams, worst: &[Estimate]) -> OpenQueues {
-    let fitting: Vec<bool> = worst.iter().map(|e| fits(kept, e)).collect();
-    let classes = if kept.jobs_held() == 0 {
-        fitting
-    } else {
-        let prefix = fitting.iter().take_while(|&&f| f).count();
-        (0..fitting.len()).map(|i| i < prefix).collect()
-    };
-    let unsorted = classes.iter().all(|&open| open)
-        && unsorted_need(worst) <= kept.gate().free() + kept.evictable_bytes(None);
-    OpenQueues { classes, unsorted }
+/// The queues open now, for `classes` in fetch order.
+pub fn open_queues(kept: &KeptParams, classes: &[FetchClass]) -> OpenQueues {
+    let busy = kept.jobs_held() > 0;
+    // Whether every non-urgent class before this one fits (the busy worker's prefix).
+    let mut prefix_fits = true;
+    let open: Vec<bool> = classes
+        .iter()
+        .map(|c| {
+            let fits = fits(kept, &c.worst);
+            if !busy || c.urgent {
+                return fits;
+            }
+            prefix_fits &= fits;
+            prefix_fits
+        })
+        .collect();
+    let unsorted = open.iter().all(|&o| o)
+        && unsorted_need(classes) <= kept.gate().free() + kept.evictable_bytes(None);
+    OpenQueues {
+        classes: open,
+        unsorted,
+    }
 }
 
 /// Reserve for a job of worst case `e` just taken from its class queue, releasing unused
@@ -86,10 +112,10 @@ pub fn admit(kept: &Arc<KeptParams>, e: &Estimate, why: &str) -> Option<(Reserva
 /// Reserve for a job just taken from the unsorted queue (see the module's notes).
 pub fn admit_unsorted(
     kept: &Arc<KeptParams>,
-    worst: &[Estimate],
+    classes: &[FetchClass],
 ) -> Option<(Reservation, JobHold)> {
     let hold = kept.hold(None);
-    let bytes = unsorted_need(worst);
+    let bytes = unsorted_need(classes);
     kept.make_room(bytes, None, "a job of the unsorted queue");
     let reservation = kept.gate().try_reserve(bytes)?;
     Some((reservation, hold))
@@ -131,7 +157,7 @@ mod tests {
         // The worker serves both classes; only a SnapDeals job waits. The worker holds
         // nothing, so the SnapDeals queue is open, and taking its job releases the PoRep
         // parameters, which it needs the memory of.
-        let worst = [porep.clone(), snap.clone()];
+        let worst = [normal(&porep), normal(&snap)];
         let open = open_queues(&kept, &worst);
         assert_eq!(open.classes, vec![true, true]);
         let (reservation, _hold) = admit(&kept, &snap, "snap-32g").expect("admitted");
@@ -153,7 +179,7 @@ mod tests {
             in_flight: 2,
         };
         let small = canary_estimate(1, 2);
-        let worst = [large.clone(), small.clone()];
+        let worst = [normal(&large), normal(&small)];
         let (first, _h) = admit(&kept, &large, "test").unwrap();
         // 6 GiB held of 10: a second large job (6 GiB, its SRS not kept yet) does not fit, so
         // neither queue is open.
@@ -169,11 +195,39 @@ mod tests {
         // Now the large worst case no longer fits: the small class closes with it.
         assert_eq!(open_queues(&kept, &worst).classes, vec![false, false]);
         assert!(!open_queues(&kept, &worst).unsorted);
+        // An urgent class first in line that does not fit closes nothing behind it, and is
+        // open itself as soon as it fits.
+        let post = Estimate {
+            srs_key: SrsKey::new("post"),
+            srs_bytes: 5 * GIB,
+            ..small.clone()
+        };
+        let first = [
+            FetchClass {
+                worst: post,
+                urgent: true,
+            },
+            normal(&small),
+        ];
+        assert_eq!(open_queues(&kept, &first).classes, vec![false, true]);
+        let urgent_small = [FetchClass {
+            worst: small.clone(),
+            urgent: true,
+        }];
+        assert_eq!(open_queues(&kept, &urgent_small).classes, vec![true]);
+    }
+
+    fn normal(worst: &Estimate) -> FetchClass {
+        FetchClass {
+            worst: worst.clone(),
+            urgent: false,
+        }
     }
 
     /// A class as the simulation sees it: a worst case and the jobs waiting in its queue.
     struct SimClass {
         worst: Estimate,
+        urgent: bool,
         waiting: VecDeque<SimJob>,
     }
 
@@ -211,6 +265,7 @@ mod tests {
                     let k = rng.gen_range(0..keys.len());
                     let per = rng.gen_range(1..20) * 32 * MIB;
                     SimClass {
+                        urgent: rng.gen_bool(0.2),
                         worst: Estimate {
                             srs_key: keys[k].clone(),
                             srs_bytes: srs_of[k],
@@ -233,7 +288,13 @@ mod tests {
             // A budget every class fits alone, with room for a few jobs at most.
             let budget = largest + rng.gen_range(0..3) * largest / 2;
             let kept = registry(budget);
-            let worst: Vec<Estimate> = classes.iter().map(|c| c.worst.clone()).collect();
+            let worst: Vec<FetchClass> = classes
+                .iter()
+                .map(|c| FetchClass {
+                    worst: c.worst.clone(),
+                    urgent: c.urgent,
+                })
+                .collect();
             let mut running: Vec<Running> = Vec::new();
             for step in 0..200 {
                 match rng.gen_range(0..10) {

@@ -35,7 +35,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::broker::Broker;
 use crate::classes::SizeClass;
 use crate::config::{Config, OnUnhealthy};
-use crate::gate::{self, Estimate, Gate, JobHold, KeptParams, OpenQueues, Reservation};
+use crate::gate::{self, FetchClass, Gate, JobHold, KeptParams, OpenQueues, Reservation};
 use crate::gpu::select_backends;
 use crate::ledger::{Holder, KeptCircuit, Ledger};
 use crate::pipeline::Pipeline;
@@ -85,8 +85,8 @@ pub(crate) struct Worker {
     not_begun: Arc<Semaphore>,
     /// The size classes this worker fetches, largest first.
     classes: Vec<SizeClass>,
-    /// Their worst cases, in the same order (what the fetch rule admits by).
-    worst: Vec<Estimate>,
+    /// The same as the fetch rule sees them: worst cases, urgency.
+    fetch_classes: Vec<FetchClass>,
     /// When this worker last took a job (or started): what tells a stall (`fleet`).
     last_taken: Mutex<Instant>,
     /// The last release of kept parameters counted in the metrics (`gate::Eviction::seq`).
@@ -170,9 +170,12 @@ async fn run_async(mut cfg: Config) -> Result<()> {
         cfg.pipeline.partitions_in_flight(),
         budget.jobs,
     )?;
-    let worst = classes
+    let fetch_classes = classes
         .iter()
-        .map(|c| c.worst_case(cfg.pipeline.partitions_in_flight()))
+        .map(|c| FetchClass {
+            worst: c.worst_case(cfg.pipeline.partitions_in_flight()),
+            urgent: c.always_urgent(),
+        })
         .collect();
     let kept = KeptParams::new(gate.clone(), Box::new(crate::groth16::unload_params));
     let worker = Arc::new(Worker {
@@ -194,7 +197,7 @@ async fn run_async(mut cfg: Config) -> Result<()> {
         backend_health,
         not_begun: Arc::new(Semaphore::new(prefetch)),
         classes,
-        worst,
+        fetch_classes,
         last_taken: Mutex::new(Instant::now()),
         evictions_counted: Mutex::new(0),
         cfg,
@@ -265,7 +268,7 @@ impl Worker {
             // it takes); a busy one waits for its jobs to free memory.
             let open = loop {
                 let changed = self.gate.changed();
-                let open = gate::open_queues(&self.kept, &self.worst);
+                let open = gate::open_queues(&self.kept, &self.fetch_classes);
                 if open.any() {
                     break open;
                 }
@@ -322,9 +325,10 @@ impl Worker {
             Source::Class(i) => {
                 let class = self.classes[i];
                 let why = format!("a {} job", class.key());
-                (gate::admit(&self.kept, &self.worst[i], &why), Some(class))
+                let worst = &self.fetch_classes[i].worst;
+                (gate::admit(&self.kept, worst, &why), Some(class))
             }
-            Source::Unsorted => (gate::admit_unsorted(&self.kept, &self.worst), None),
+            Source::Unsorted => (gate::admit_unsorted(&self.kept, &self.fetch_classes), None),
         };
         self.export_kept();
         match admitted {
