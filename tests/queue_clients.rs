@@ -123,6 +123,49 @@ async fn python_producer_and_c2q_submit_get_proofs_that_filecoin_proofs_accepts(
         &std::fs::read(&proof_snap).unwrap()
     ));
 
+    // A WindowPoSt partition through `c2q submit`: the input names its own miner, the job
+    // waits in the window-post-2k class's urgent queue, and the same worker proves it.
+    common::ensure_post_params();
+    let post_input = env.dir.path().join("window.json");
+    let made = Command::new(c2q_bin())
+        .args(["testdata", "post", "--seed", "5", "--out"])
+        .arg(&post_input)
+        .env("FIL_PROOFS_PARAMETER_CACHE", common::TEST_PARAMS)
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let proof_post = env.dir.path().join("window.proof");
+    let out = Command::new(c2q_bin())
+        .args(["submit", "--wait", "--config"])
+        .arg(&cfg)
+        .arg("--out")
+        .arg(&proof_post)
+        .arg(&post_input)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read(&proof_post).unwrap().len(), 192);
+    let verified = Command::new(c2q_bin())
+        .arg("verify")
+        .arg(&post_input)
+        .arg(&proof_post)
+        .env("FIL_PROOFS_PARAMETER_CACHE", common::TEST_PARAMS)
+        .output()
+        .unwrap();
+    assert!(
+        verified.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verified.stderr)
+    );
+
     let status = Command::new(c2q_bin())
         .args(["status", "--config"])
         .arg(&cfg)
