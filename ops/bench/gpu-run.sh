@@ -4,7 +4,10 @@
 #   ops/bench/gpu-run.sh quick BIN OUTDIR   gpu-check (kernels against the CPU) on every GPU, and
 #                                           at 2^27 and 2^28 (--large-log) on the first
 #   ops/bench/gpu-run.sh porep BIN OUTDIR   PoRep and SnapDeals proofs cpu = cuda, a 13-partition job on one
-#                                           and all GPUs, synthetic and V1 sectors on the GPU
+#                                           and all GPUs, synthetic and V1 sectors on the GPU, then `post`
+#   ops/bench/gpu-run.sh post BIN OUTDIR    2 KiB WindowPoSt partitions (full and padded) and a
+#                                           WinningPoSt through `c2q prove` on the GPU, each checked
+#                                           by `c2q verify`
 #   ops/bench/gpu-run.sh time BIN OUTDIR    timings: MSM phases at 2^27, the full `c2q bench gpu`
 #                                           table, a 13-partition job on one and all GPUs
 #   ops/bench/gpu-run.sh pipeline BIN OUTDIR  `c2q bench pipeline` on full-size shape-only jobs
@@ -52,6 +55,24 @@ prove_ni() {
   step verify-snap "$bin" verify /tmp/snap.json /tmp/snap.proof
 }
 
+# 2 KiB PoSt through `c2q prove` on the GPU: a full WindowPoSt partition, one padded from a
+# single sector, and a WinningPoSt, each checked by `c2q verify` (filecoin-proofs' verifier).
+prove_post() {
+  step params-window "$bin" params generate --if-missing --post --proof StackedDrgWindow2KiBV1_2 --dir "$FIL_PROOFS_PARAMETER_CACHE"
+  step params-winning "$bin" params generate --if-missing --post --proof StackedDrgWinning2KiBV1 --dir "$FIL_PROOFS_PARAMETER_CACHE"
+  local name args
+  for name in window window-padded winning; do
+    case $name in
+    window) args=() ;;
+    window-padded) args=(--sectors 1) ;;
+    winning) args=(--winning) ;;
+    esac
+    step "testdata-$name" "$bin" testdata post "${args[@]}" --seed "$RANDOM" --out "/tmp/$name.json"
+    step "prove-$name" "$bin" prove "/tmp/$name.json" --backend cuda --json --out "/tmp/$name.proof"
+    step "verify-$name" "$bin" verify "/tmp/$name.json" "/tmp/$name.proof"
+  done
+}
+
 case $phase in
 all)
   "$0" check "$bin" "$out/check" && "$0" time "$bin" "$out/time"
@@ -73,6 +94,11 @@ quick)
 porep)
   step gpu-check-sectors "$bin" gpu-check --sectors --seed "$RANDOM"
   prove_ni
+  prove_post
+  ;;
+post)
+  step gpu-check-dev0 "$bin" gpu-check --device 0 --seed "$RANDOM"
+  prove_post
   ;;
 tune)
   IFS=';' read -r -a variants <<<"${C2Q_TUNE:-}"
