@@ -254,6 +254,7 @@ mod tests {
             miner_id: 1,
             sector_number: 1,
             phase1_output: vec![],
+            deadline_unix_ms: None,
             canary: None,
         }
     }
@@ -262,6 +263,7 @@ mod tests {
         JobV1 {
             kind: JobKind::Canary,
             registered_proof: "canary".into(),
+            deadline_unix_ms: None,
             canary: Some(CanarySpec {
                 partitions,
                 seed: 7,

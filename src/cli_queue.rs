@@ -186,6 +186,7 @@ pub fn build_job(args: &SubmitArgs) -> Result<JobV1> {
             miner_id: miner,
             sector_number: 0,
             phase1_output: zstd::encode_all(&bytes[..], 3).context("compressing the PoSt input")?,
+            deadline_unix_ms: None,
             canary: None,
         });
     }
@@ -234,6 +235,7 @@ pub fn build_job(args: &SubmitArgs) -> Result<JobV1> {
         miner_id: miner,
         sector_number: sector,
         phase1_output: payload,
+        deadline_unix_ms: None,
         canary,
     })
 }

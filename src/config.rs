@@ -101,9 +101,25 @@ pub struct GatewayConfig {
     /// Curio's host, with `grpc_listen` on a loopback address (the gateway refuses to start
     /// with it set on any other). The HTTP door still wants the token.
     pub grpc_allow_no_token: bool,
+    /// The deadline a WindowPoSt partition's job gets, in seconds from its submission: a job
+    /// still waiting then is answered failed (`deadline_exceeded`) instead of proved late. A
+    /// WindowPoSt must land within its deadline's 30-minute window.
+    pub window_post_deadline_s: u64,
+    /// The same for a WinningPoSt, whose block is due within its 30-second epoch.
+    pub winning_post_deadline_s: u64,
 }
 
 impl GatewayConfig {
+    /// The deadline of a PoSt job submitted at `now_unix_ms` (`window`: a WindowPoSt partition,
+    /// else a WinningPoSt).
+    pub fn post_deadline_unix_ms(&self, window: bool, now_unix_ms: u64) -> u64 {
+        let seconds = if window {
+            self.window_post_deadline_s
+        } else {
+            self.winning_post_deadline_s
+        };
+        now_unix_ms.saturating_add(seconds.saturating_mul(1000))
+    }
     /// The bearer token: `$C2Q_GATEWAY_TOKEN`, else the file named by
     /// `$C2Q_GATEWAY_TOKEN_FILE`, else `gateway.token_file`; `None` when none is set or it is
     /// empty.
@@ -125,6 +141,8 @@ impl Default for GatewayConfig {
             tls_key: None,
             token_file: None,
             grpc_allow_no_token: false,
+            window_post_deadline_s: 30 * 60,
+            winning_post_deadline_s: 30,
         }
     }
 }

@@ -396,6 +396,7 @@ mod tests {
                 miner_id: 1000,
                 sector_number: 3,
                 phase1_output: Vec::new(),
+                deadline_unix_ms: None,
                 canary: None,
             },
             c1: made.c1_json().unwrap(),

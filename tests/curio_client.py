@@ -313,6 +313,73 @@ def step_prove_snap(stub, args):
     }
 
 
+def post_request(path, request_id, truncate=False):
+    """A PoSt request as Curio's WindowPoStCuzk and WinningPoStCuzk send one: Go's
+    abi.RegisteredPoStProof number, the actor id, the 32 randomness bytes, partition 0, one
+    vanilla proof (bincode bytes) per sector in vanilla_proofs, HIGH for a WindowPoSt
+    partition and CRITICAL for a WinningPoSt. With truncate, the last vanilla proof loses its
+    tail."""
+    with open(path) as f:
+        post = json.load(f)
+    names = ["StackedDrgWinning2KiBV1", "StackedDrgWinning8MiBV1", "StackedDrgWinning512MiBV1",
+             "StackedDrgWinning32GiBV1", "StackedDrgWinning64GiBV1"]
+    window = post["registered_proof"].startswith("StackedDrgWindow")
+    if window:
+        number = 10 + ["StackedDrgWindow2KiBV1_2", "StackedDrgWindow8MiBV1_2",
+                       "StackedDrgWindow512MiBV1_2", "StackedDrgWindow32GiBV1_2",
+                       "StackedDrgWindow64GiBV1_2"].index(post["registered_proof"])
+    else:
+        number = names.index(post["registered_proof"])
+    proofs = [base64.b64decode(p) for p in post["vanilla_proofs"]]
+    if truncate:
+        proofs[-1] = proofs[-1][: len(proofs[-1]) // 2]
+    req = pb.SubmitProofRequest(
+        request_id=request_id,
+        proof_kind=pb.WINDOW_POST_PARTITION if window else pb.WINNING_POST,
+        sector_size=2048,
+        registered_proof=number,
+        priority=pb.HIGH if window else pb.CRITICAL,
+        miner_id=post["miner_id"],
+        randomness=bytes.fromhex(post["randomness"]),
+        partition_index=post.get("partition_index", 0),
+    )
+    req.vanilla_proofs.extend(proofs)
+    return req
+
+
+def step_prove_post(stub, args):
+    """Two WindowPoSt partitions of one deadline under one request id (as Curio sends every
+    partition of a deadline), each proved in one call; the first sent again; a WinningPoSt;
+    and the first with a truncated vanilla proof, refused. Proofs in base64."""
+    paths = args.post.split(",")
+    request_id = args.request_id
+    out = {"partitions": []}
+    for path in paths[:2]:
+        reply = stub.Prove(pb.ProveRequest(submit=post_request(path, request_id)),
+                           metadata=metadata(args), timeout=600)
+        r = reply.result
+        out["partitions"].append({
+            "job_id": r.job_id,
+            "status": pb.AwaitProofResponse.Status.Name(r.status),
+            "proof": base64.b64encode(r.proof).decode(),
+            "error": r.error_message,
+        })
+    again = stub.SubmitProof(post_request(paths[0], request_id), metadata=metadata(args),
+                             timeout=60)
+    out["again_job_id"] = again.job_id
+    winning = stub.Prove(pb.ProveRequest(submit=post_request(paths[2], "winpost-1000-" + request_id)),
+                         metadata=metadata(args), timeout=600).result
+    out["winning"] = {
+        "status": pb.AwaitProofResponse.Status.Name(winning.status),
+        "proof": base64.b64encode(winning.proof).decode(),
+        "error": winning.error_message,
+    }
+    code, detail = code_of(stub.SubmitProof, post_request(paths[0], request_id + "-cut", truncate=True),
+                           metadata=metadata(args))
+    out["truncated"] = [code, detail if code != "OK" else ""]
+    return out
+
+
 def step_status(stub, args):
     """GetStatus, GetMetrics and PreloadSRS as the fleet answers them."""
     summary = status_summary(stub, args)
@@ -332,6 +399,7 @@ STEPS = {
     "await": step_await,
     "prove": step_prove,
     "prove-snap": step_prove_snap,
+    "prove-post": step_prove_post,
     "status": step_status,
 }
 
@@ -345,6 +413,7 @@ def main():
     p.add_argument("--c1")
     p.add_argument("--tampered")
     p.add_argument("--snap", help="a SnapDeals input as `c2q testdata snap` writes it")
+    p.add_argument("--post", help="window,window,winning: PoSt inputs as `c2q testdata post` writes them")
     p.add_argument("--other-c1")
     p.add_argument("--miner", type=int, default=1000)
     p.add_argument("--sector", type=int, default=0)

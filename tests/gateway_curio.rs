@@ -118,7 +118,8 @@ async fn curio_proving_engine_calls_reach_the_fleet() {
         ("no_token", "UNAUTHENTICATED"),
         ("wrong_token", "UNAUTHENTICATED"),
         ("snap", "INVALID_ARGUMENT"),
-        ("winning", "UNIMPLEMENTED"),
+        // WinningPoSt is served: a C1 output where its vanilla proofs belong is refused.
+        ("winning", "INVALID_ARGUMENT"),
         ("unset_kind", "INVALID_ARGUMENT"),
         ("wrong_proof", "INVALID_ARGUMENT"),
         ("wrong_size", "INVALID_ARGUMENT"),
@@ -316,9 +317,81 @@ async fn curio_proving_engine_calls_reach_the_fleet() {
         "{report}"
     );
 
-    // The fleet as GetStatus sees it, within the worker's announcement period: both circuits'
+    // WindowPoSt and WinningPoSt as Curio sends them: two partitions of one deadline under one
+    // request id are two jobs, each proved and verified; the first sent again is the same job;
+    // a truncated vanilla proof is refused before it reaches the queue.
+    common::ensure_post_params();
+    common::ensure_winning_params();
+    let post_input = |name: &str, extra: &[&str]| {
+        let path = dir.join(name);
+        let made = std::process::Command::new(env!("CARGO_BIN_EXE_c2q"))
+            .args(["testdata", "post", "--out"])
+            .arg(&path)
+            .args(extra)
+            .env("FIL_PROOFS_PARAMETER_CACHE", common::TEST_PARAMS)
+            .output()
+            .unwrap();
+        assert!(
+            made.status.success(),
+            "{}",
+            String::from_utf8_lossy(&made.stderr)
+        );
+        path
+    };
+    let inputs = [
+        post_input("window-a.json", &["--seed", "81"]),
+        post_input("window-b.json", &["--seed", "82", "--sectors", "1"]),
+        post_input("winning.json", &["--seed", "83", "--winning"]),
+    ];
+    let joined = inputs
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let report = run(
+        "prove-post",
+        vec![
+            "--post".into(),
+            joined,
+            "--request-id".into(),
+            "wdpost-1000-0-0011223344556677".into(),
+        ],
+    );
+    let partitions = report["partitions"].as_array().unwrap();
+    assert_eq!(partitions.len(), 2, "{report}");
+    assert_ne!(partitions[0]["job_id"], partitions[1]["job_id"], "{report}");
+    assert_eq!(report["again_job_id"], partitions[0]["job_id"], "{report}");
+    let verify = |input: &Path, proof: &Value| {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(proof.as_str().unwrap())
+            .unwrap();
+        assert_eq!(bytes.len(), 192);
+        let path = input.with_extension("proof");
+        std::fs::write(&path, bytes).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_c2q"))
+            .arg("verify")
+            .arg(input)
+            .arg(&path)
+            .env("FIL_PROOFS_PARAMETER_CACHE", common::TEST_PARAMS)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    for (p, input) in partitions.iter().zip(&inputs) {
+        assert_eq!(p["status"], "COMPLETED", "{report}");
+        verify(input, &p["proof"]);
+    }
+    assert_eq!(report["winning"]["status"], "COMPLETED", "{report}");
+    verify(&inputs[2], &report["winning"]["proof"]);
+    assert_eq!(report["truncated"][0], "INVALID_ARGUMENT", "{report}");
+
+    // The fleet as GetStatus sees it, within the worker's announcement period: every circuit's
     // parameters kept loaded by the one worker.
-    let both = serde_json::json!(["porep-2k", "snap-2k"]);
+    let both = serde_json::json!(["porep-2k", "snap-2k", "window-post-2k", "winning-post-2k"]);
     let mut status = Value::Null;
     for _ in 0..30 {
         status = run("status", vec![]);

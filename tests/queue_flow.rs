@@ -195,6 +195,7 @@ fn porep_job(id: &str, registered_proof: &str, c1: &[u8]) -> JobV1 {
         miner_id: 1000,
         sector_number: 1,
         phase1_output: zstd::encode_all(c1, 3).unwrap(),
+        deadline_unix_ms: None,
         canary: None,
     }
 }

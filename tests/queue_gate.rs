@@ -86,6 +86,7 @@ async fn a_worker_on_the_least_budget_proves_porep_then_canaries_and_snapdeals_w
         miner_id: 1000,
         sector_number: 11,
         phase1_output: zstd::encode_all(&c1[..], 3).unwrap(),
+        deadline_unix_ms: None,
         canary: None,
     };
     let b = env.broker().await;
@@ -105,6 +106,7 @@ async fn a_worker_on_the_least_budget_proves_porep_then_canaries_and_snapdeals_w
         miner_id: 1000,
         sector_number: 1,
         phase1_output: zstd::encode_all(&std::fs::read(&update_path).unwrap()[..], 3).unwrap(),
+        deadline_unix_ms: None,
         canary: None,
     };
     let canaries: Vec<String> = (0..6).map(|i| format!("gate-canary-{i}")).collect();

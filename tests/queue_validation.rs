@@ -213,3 +213,42 @@ async fn every_dead_letter_has_an_address_that_dlq_show_and_replay_accept() {
     );
     env.cleanup().await;
 }
+
+/// A job whose deadline has passed when a worker would begin proving it is answered failed
+/// (`deadline_exceeded`) at once, without a retry, and dead-lettered; one whose deadline is
+/// ahead is proved as usual.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_past_its_deadline_is_answered_failed_not_proved_late() {
+    let env = Env::new("deadline");
+    let _worker = env.spawn_worker("w1");
+    let b = env.broker().await;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let mut late = canary_job("dl-late", 1, 11);
+    late.deadline_unix_ms = Some(now_ms - 1_000);
+    let mut in_time = canary_job("dl-in-time", 1, 12);
+    in_time.deadline_unix_ms = Some(now_ms + 600_000);
+    publish_job(&b, &late).await;
+    publish_job(&b, &in_time).await;
+    for r in results_of(&b, &["dl-late", "dl-in-time"], T).await {
+        if r.job_id == "dl-late" {
+            assert_eq!(r.status, Status::Failed, "{r:?}");
+            let err = r.error.as_ref().unwrap();
+            assert_eq!(err.kind, ErrorKind::DeadlineExceeded, "{r:?}");
+            assert!(err.message.contains("deadline passed"), "{}", err.message);
+        } else {
+            assert_eq!(r.status, Status::Ok, "{r:?}");
+        }
+    }
+    wait_depth(&b, &b.names.dlq(), 1, T).await;
+    for attempt in 1..=env.config.retry.max_retries {
+        assert_eq!(
+            depth(&b, &b.names.retry_queue(attempt)).await,
+            0,
+            "not retried"
+        );
+    }
+    env.cleanup().await;
+}

@@ -115,7 +115,7 @@ impl Broker {
         let queues = SizeClass::all()
             .into_iter()
             .map(|c| {
-                let queues = vec![self.names.class_queue(c), self.names.urgent_queue(c)];
+                let queues = self.names.class_queues(c);
                 (c.key(), queues)
             })
             .chain([(UNSORTED.to_string(), vec![self.names.jobs_queue()])]);

@@ -80,11 +80,21 @@ impl Names {
     pub fn wait_queue(&self) -> String {
         format!("{}.wait", self.prefix)
     }
+    /// The queues of one size class: its urgent queue and its other queue, or, for a class
+    /// whose jobs are all urgent (PoSt), the urgent queue alone.
+    pub fn class_queues(&self, class: SizeClass) -> Vec<String> {
+        if class.always_urgent() {
+            vec![self.urgent_queue(class)]
+        } else {
+            vec![self.class_queue(class), self.urgent_queue(class)]
+        }
+    }
+
     /// Every queue c2q declares under this prefix, with `retries` retry levels.
     pub fn all_queues(&self, retries: u32) -> Vec<String> {
         let mut queues: Vec<String> = SizeClass::all()
             .into_iter()
-            .flat_map(|c| [self.class_queue(c), self.urgent_queue(c)])
+            .flat_map(|c| self.class_queues(c))
             .collect();
         queues.extend([
             self.jobs_queue(),
@@ -131,18 +141,15 @@ pub async fn declare(ch: &Channel, names: &Names, delivery_limit: u32, retries: 
 
     // The unsorted queue and two queues per size class (urgent and the rest): quorum queues
     // with the same delivery limit and dead-lettering. A class whose jobs are all urgent
-    // (PoSt) has its class key bound to its urgent queue too, and its other queue bound to
-    // nothing: a job routed by class alone (a producer's, a worker's re-route of a retried
-    // job) waits with the urgent ones.
+    // (PoSt) has its urgent queue alone, bound to its class key too: a job routed by class
+    // alone (a producer's, a worker's re-route of a retried job) waits with the urgent ones,
+    // and no queue that stays empty is declared (every quorum queue costs the broker).
     let jobs_queues = std::iter::once((names.jobs_queue(), vec![JOB_KEY.to_string()])).chain(
         SizeClass::all().into_iter().flat_map(|c| {
             if c.always_urgent() {
-                [
-                    (names.class_queue(c), vec![]),
-                    (names.urgent_queue(c), vec![urgent_key(c), c.key()]),
-                ]
+                vec![(names.urgent_queue(c), vec![urgent_key(c), c.key()])]
             } else {
-                [
+                vec![
                     (names.class_queue(c), vec![c.key()]),
                     (names.urgent_queue(c), vec![urgent_key(c)]),
                 ]

@@ -243,6 +243,15 @@ impl Door {
     ) -> Result<(DecodedJob, Urgency), Refused> {
         let urgency = urgency_of(submit.priority);
         let limits = self.gateway.config.limits.clone();
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let deadline = self
+            .gateway
+            .config
+            .gateway
+            .post_deadline_unix_ms(window, now_ms);
         let built = tokio::task::spawn_blocking(move || {
             let request = PostRequest {
                 window,
@@ -253,6 +262,7 @@ impl Door {
                 partition_index: submit.partition_index,
                 vanilla_proofs: &submit.vanilla_proofs,
                 request_id: (!submit.request_id.is_empty()).then(|| submit.request_id.clone()),
+                deadline_unix_ms: Some(deadline),
             };
             post_job(request, &limits)
         })

@@ -70,6 +70,7 @@ pub fn porep_job(request: PorepRequest, limits: &Limits) -> Result<DecodedJob, R
         miner_id: miner,
         sector_number: sector,
         phase1_output,
+        deadline_unix_ms: None,
         canary: None,
     };
     decode_as_worker(job, limits)
@@ -180,6 +181,7 @@ pub fn snap_job(request: SnapRequest, limits: &Limits) -> Result<DecodedJob, Ref
             miner_id: miner,
             sector_number: sector,
             phase1_output,
+            deadline_unix_ms: None,
             canary: None,
         },
         limits,
@@ -201,6 +203,8 @@ pub struct PostRequest<'a> {
     pub vanilla_proofs: &'a [Vec<u8>],
     /// Curio's request id; `None`: the job id `c2q submit` would give.
     pub request_id: Option<String>,
+    /// When the proof stops being of use (Unix ms): the job's `deadline_unix_ms`.
+    pub deadline_unix_ms: Option<u64>,
 }
 
 /// Check a PoSt request as a worker will (each vanilla proof decoded and verified for the
@@ -271,6 +275,7 @@ pub fn post_job(request: PostRequest, limits: &Limits) -> Result<DecodedJob, Ref
             miner_id: request.miner,
             sector_number: 0,
             phase1_output,
+            deadline_unix_ms: request.deadline_unix_ms,
             canary: None,
         },
         limits,
@@ -341,13 +346,24 @@ mod tests {
             partition_index: 0,
             vanilla_proofs: proofs,
             request_id: Some("wdpost-1000-0-0102030405060708".into()),
+            deadline_unix_ms: None,
         };
         let first: &'static [Vec<u8>] = Box::leak(first.vanilla_proofs.into_boxed_slice());
         let second: &'static [Vec<u8>] = Box::leak(second.vanilla_proofs.into_boxed_slice());
         let limits = Limits::default();
         let a = post_job(request(first, 10, true), &limits).unwrap();
         let b = post_job(request(second, 10, true), &limits).unwrap();
-        let again = post_job(request(first, 10, true), &limits).unwrap();
+        // The same partition sent again, with a deadline of its own: the same job.
+        let again = post_job(
+            PostRequest {
+                deadline_unix_ms: Some(u64::MAX),
+                ..request(first, 10, true)
+            },
+            &limits,
+        )
+        .unwrap();
+        assert_eq!(again.job.deadline_unix_ms, Some(u64::MAX));
+        assert_eq!(again.digest, a.digest);
         assert_ne!(a.job.job_id, b.job.job_id);
         assert!(a.job.job_id.starts_with("wdpost-1000-0-0102030405060708-"));
         assert_eq!(a.job.job_id, again.job.job_id);

@@ -37,6 +37,9 @@ pub enum ErrorKind {
     /// The job was cancelled (`CancelProof` through a gateway) before a worker proved it, or
     /// while one did: no proof is published for it.
     Cancelled,
+    /// The job's deadline (`deadline_unix_ms`) had passed when a worker would have begun
+    /// proving it: not proved late.
+    DeadlineExceeded,
 }
 
 impl ErrorKind {
@@ -55,6 +58,7 @@ impl ErrorKind {
             ErrorKind::RetriesExhausted => "retries_exhausted",
             ErrorKind::Transient => "transient",
             ErrorKind::Cancelled => "cancelled",
+            ErrorKind::DeadlineExceeded => "deadline_exceeded",
         }
     }
 

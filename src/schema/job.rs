@@ -77,8 +77,23 @@ pub struct JobV1 {
     /// (`post::PostInput`); empty for canaries.
     #[serde(with = "serde_bytes", default)]
     pub phase1_output: Vec<u8>,
+    /// When the proof stops being of use, in Unix milliseconds: a job a worker would begin
+    /// proving after it is answered failed (`deadline_exceeded`, permanent) instead, so that
+    /// the caller learns at once. Not part of the job's identity (the same job sent again with
+    /// a later deadline is the same job). PoSt jobs from a gateway carry one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_unix_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canary: Option<CanarySpec>,
+}
+
+impl JobV1 {
+    /// How long ago the job's deadline passed, if it has, at `now_unix_ms`.
+    pub fn overdue_ms(&self, now_unix_ms: u64) -> Option<u64> {
+        self.deadline_unix_ms
+            .filter(|&deadline| now_unix_ms > deadline)
+            .map(|deadline| now_unix_ms - deadline)
+    }
 }
 
 /// A job that passed every schema check, with its payload decompressed.
@@ -282,6 +297,7 @@ mod tests {
             miner_id: 1000,
             sector_number: 1,
             phase1_output: vec![],
+            deadline_unix_ms: None,
             canary: Some(CanarySpec {
                 partitions: 2,
                 seed: 7,
@@ -298,6 +314,7 @@ mod tests {
             miner_id: 1000,
             sector_number: 1,
             phase1_output: zstd::encode_all(c1, 3).unwrap(),
+            deadline_unix_ms: None,
             canary: None,
         }
     }

@@ -104,6 +104,7 @@ mod tests {
             miner_id: 1,
             sector_number: 1,
             phase1_output: vec![],
+            deadline_unix_ms: None,
             canary: Some(crate::schema::CanarySpec {
                 partitions: 1,
                 seed: 1,

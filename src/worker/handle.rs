@@ -278,6 +278,22 @@ impl Worker {
             }
             Claim::Prove { attempts } => attempts,
         };
+        // Too late to be of use: answered at once, never proved late (a proof the ledger
+        // already holds was answered above, whatever the deadline).
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        if let Some(late_ms) = job.overdue_ms(now_ms) {
+            tracing::warn!(job_id = %job.job_id, late_ms, "deadline passed: not proving it");
+            let e = JobError::new(
+                ErrorKind::DeadlineExceeded,
+                format!(
+                    "the job's deadline passed {late_ms} ms before a worker could begin proving it"
+                ),
+            );
+            return Outcome::Failed(e);
+        }
         tracing::info!(job_id = %job.job_id, kind = job.kind.as_str(), miner = job.miner_id,
             sector = job.sector_number, attempts, "proving");
         let lease = LeaseKeeper::start(

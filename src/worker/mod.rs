@@ -371,7 +371,10 @@ impl Worker {
                 .filter(|&(i, _)| open.classes[i])
         };
         let urgent = open_classes().map(|(i, &c)| (broker.names.urgent_queue(c), Source::Class(i)));
-        let normal = open_classes().map(|(i, &c)| (broker.names.class_queue(c), Source::Class(i)));
+        // A class whose jobs are all urgent has no other queue.
+        let normal = open_classes()
+            .filter(|&(_, c)| !c.always_urgent())
+            .map(|(i, &c)| (broker.names.class_queue(c), Source::Class(i)));
         let unsorted = open
             .unsorted
             .then(|| (broker.names.jobs_queue(), Source::Unsorted));
@@ -465,15 +468,35 @@ impl Worker {
     }
 }
 
-/// The fleet's name for parameters kept under `key`: a PoRep or SnapDeals size class key
-/// (`porep-32g` for `porep-34359738368`), else the key itself.
+/// The fleet's name for parameters kept under `key`: the size class key of a PoRep, SnapDeals
+/// or PoSt sector size (`porep-32g` for `porep-34359738368`), else the key itself.
 fn circuit_id(key: &str) -> String {
     let size = |prefix: &str| key.strip_prefix(prefix).and_then(|s| s.parse().ok());
     size("porep-")
         .map(|sector_size| SizeClass::Porep { sector_size })
         .or_else(|| size("snap-").map(|sector_size| SizeClass::Snap { sector_size }))
+        .or_else(|| size("window-post-").map(|sector_size| SizeClass::WindowPost { sector_size }))
+        .or_else(|| size("winning-post-").map(|sector_size| SizeClass::WinningPost { sector_size }))
         .map(|class| class.key())
         .unwrap_or_else(|| key.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_parameters_are_named_as_their_size_classes() {
+        let id = |key: crate::groth16::SrsKey| circuit_id(key.as_str());
+        assert_eq!(id(crate::porep::srs_key(32 << 30)), "porep-32g");
+        assert_eq!(id(crate::snap::srs_key(2048)), "snap-2k");
+        assert_eq!(id(crate::post::srs_key(true, 2048)), "window-post-2k");
+        assert_eq!(
+            id(crate::post::srs_key(false, 64 << 30)),
+            "winning-post-64g"
+        );
+        assert_eq!(id(crate::canary::srs_key()), "canary");
+    }
 }
 
 /// The sector size limit this worker runs with: the configured one, or, unset, the largest

@@ -89,6 +89,11 @@ pub fn ensure_post_params() -> PathBuf {
     generate_if_missing(&["--post", "--proof", "StackedDrgWindow2KiBV1_2"])
 }
 
+/// Make sure the 2 KiB WinningPoSt test parameters exist.
+pub fn ensure_winning_params() -> PathBuf {
+    generate_if_missing(&["--post", "--proof", "StackedDrgWinning2KiBV1"])
+}
+
 /// A 2 KiB SnapDeals test update, written as `c2q prove` takes it.
 pub fn write_snap_input(dir: &Path, name: &str, seed: u64) -> (c2q::snap::SnapInput, PathBuf) {
     use_test_params();

@@ -230,6 +230,7 @@ pub fn canary_job(id: &str, partitions: u32, seed: u64) -> JobV1 {
         miner_id: 1000,
         sector_number: 1,
         phase1_output: vec![],
+        deadline_unix_ms: None,
         canary: Some(CanarySpec { partitions, seed }),
     }
 }
