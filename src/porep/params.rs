@@ -52,15 +52,21 @@ pub fn test_marker_for(file: &Path) -> PathBuf {
 
 /// A clear error for missing parameters, naming the file and how to get it.
 pub fn require(path: &Path, proof: RegisteredSealProof) -> Result<()> {
+    let name = proof_name(proof);
+    require_file(path, &name, &format!("--proof {name}"))
+}
+
+/// The parameter file `path` of `what` (a proof's name), or an error that names the file and
+/// how to get it: `generate` is the `c2q params generate` arguments that make test ones.
+pub fn require_file(path: &Path, what: &str, generate: &str) -> Result<()> {
     if path.is_file() {
         return Ok(());
     }
     bail!(
-        "missing parameters for {}: {} does not exist (set FIL_PROOFS_PARAMETER_CACHE, fetch \
-         the official parameters, or for test sectors run `c2q params generate --proof {} --dir DIR`)",
-        proof_name(proof),
+        "missing parameters for {what}: {} does not exist (set FIL_PROOFS_PARAMETER_CACHE, fetch \
+         the official parameters, or for test sectors run `c2q params generate {generate} --dir \
+         DIR`)",
         path.display(),
-        proof_name(proof)
     )
 }
 

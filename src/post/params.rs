@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use filecoin_proofs::MerkleTreeTrait;
 use filecoin_proofs_api::RegisteredPoStProof;
 use rand::SeedableRng;
@@ -46,16 +46,11 @@ pub fn params_path(proof: RegisteredPoStProof) -> Result<PathBuf> {
 
 /// A clear error for missing parameters, naming the file and how to get it.
 pub fn require(path: &Path, proof: RegisteredPoStProof) -> Result<()> {
-    if path.is_file() {
-        return Ok(());
-    }
-    bail!(
-        "missing parameters for the PoSt proof {}: {} does not exist (set \
-         FIL_PROOFS_PARAMETER_CACHE, fetch the official parameters, or for test sectors run \
-         `c2q params generate --post --proof {} --dir DIR`)",
-        post_proof_name(proof),
-        path.display(),
-        post_proof_name(proof)
+    let name = post_proof_name(proof);
+    porep_params::require_file(
+        path,
+        &format!("the PoSt proof {name}"),
+        &format!("--post --proof {name}"),
     )
 }
 

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use filecoin_proofs::MerkleTreeTrait;
 use filecoin_proofs_api::RegisteredUpdateProof;
 use rand::SeedableRng;
@@ -44,16 +44,11 @@ pub fn params_path(proof: RegisteredUpdateProof) -> Result<PathBuf> {
 
 /// A clear error for missing parameters, naming the file and how to get it.
 pub fn require(path: &Path, proof: RegisteredUpdateProof) -> Result<()> {
-    if path.is_file() {
-        return Ok(());
-    }
-    bail!(
-        "missing parameters for the SnapDeals proof {}: {} does not exist (set \
-         FIL_PROOFS_PARAMETER_CACHE, fetch the official parameters, or for test sectors run \
-         `c2q params generate --snap --proof {} --dir DIR`)",
-        update_proof_name(proof),
-        path.display(),
-        update_proof_name(proof)
+    let name = update_proof_name(proof);
+    porep_params::require_file(
+        path,
+        &format!("the SnapDeals proof {name}"),
+        &format!("--snap --proof {name}"),
     )
 }
 

@@ -481,24 +481,6 @@ fn circuit_id(key: &str) -> String {
         .unwrap_or_else(|| key.to_string())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn kept_parameters_are_named_as_their_size_classes() {
-        let id = |key: crate::groth16::SrsKey| circuit_id(key.as_str());
-        assert_eq!(id(crate::porep::srs_key(32 << 30)), "porep-32g");
-        assert_eq!(id(crate::snap::srs_key(2048)), "snap-2k");
-        assert_eq!(id(crate::post::srs_key(true, 2048)), "window-post-2k");
-        assert_eq!(
-            id(crate::post::srs_key(false, 64 << 30)),
-            "winning-post-64g"
-        );
-        assert_eq!(id(crate::canary::srs_key()), "canary");
-    }
-}
-
 /// The sector size limit this worker runs with: the configured one, or, unset, the largest
 /// size whose worst case the job budget holds (so a small machine proves small sectors instead
 /// of refusing to start).
@@ -547,4 +529,22 @@ fn spawn_ledger_probe(worker: Arc<Worker>, shutdown: Shutdown) {
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_parameters_are_named_as_their_size_classes() {
+        let id = |key: crate::groth16::SrsKey| circuit_id(key.as_str());
+        assert_eq!(id(crate::porep::srs_key(32 << 30)), "porep-32g");
+        assert_eq!(id(crate::snap::srs_key(2048)), "snap-2k");
+        assert_eq!(id(crate::post::srs_key(true, 2048)), "window-post-2k");
+        assert_eq!(
+            id(crate::post::srs_key(false, 64 << 30)),
+            "winning-post-64g"
+        );
+        assert_eq!(id(crate::canary::srs_key()), "canary");
+    }
 }
