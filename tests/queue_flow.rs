@@ -236,7 +236,7 @@ async fn each_bad_input_class_fails_permanently_into_the_dead_letter_queue() {
     let other = rmp_serde::to_vec_named(&OtherKind {
         v: 1,
         job_id: "bad-kind",
-        kind: "window-post",
+        kind: "aggregate-porep",
     })
     .unwrap();
     cases.push(("bad-kind".into(), other, ErrorKind::WrongKind));

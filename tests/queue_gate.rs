@@ -250,8 +250,9 @@ async fn a_job_too_large_for_a_worker_waits_in_its_class_for_one_that_holds_it()
     let s = env.spawn_worker_with("small", &small);
     s.wait_log("worker started", T).await;
     assert!(
-        s.log()
-            .contains("\"classes\":\"porep-2k,snap-2k,canary-4,canary-1\""),
+        s.log().contains(
+            "\"classes\":\"winning-post-2k,window-post-2k,porep-2k,snap-2k,canary-4,canary-1\""
+        ),
         "{}",
         s.log()
     );
@@ -279,7 +280,9 @@ async fn a_job_too_large_for_a_worker_waits_in_its_class_for_one_that_holds_it()
         "{out}"
     );
     assert!(
-        out.contains("small  cpu  classes porep-2k,snap-2k,canary-4,canary-1"),
+        out.contains(
+            "small  cpu  classes winning-post-2k,window-post-2k,porep-2k,snap-2k,canary-4,canary-1"
+        ),
         "{out}"
     );
     let addr = s.telemetry_addr().await;

@@ -38,8 +38,9 @@ pub struct Metrics {
     pub class_workers: IntGaugeVec,
     /// Bytes of the gate held by parameters kept loaded between jobs, by circuit.
     pub params_kept_bytes: IntGaugeVec,
-    /// Kept parameters released because a fetch needed their memory, by circuit.
-    pub params_evictions: IntCounterVec,
+    /// Kept parameters released because a fetch needed their memory (which ones: the log and
+    /// `c2q status`).
+    pub params_evictions: IntCounter,
     /// Seconds this worker has held no job while jobs of its classes were ready (0 when it
     /// does not): a stall (see `worker::fleet`).
     pub stalled_seconds: IntGauge,
@@ -115,12 +116,9 @@ impl Metrics {
             ),
             &["circuit"],
         )?;
-        let params_evictions = IntCounterVec::new(
-            Opts::new(
-                "params_evictions_total",
-                "Kept parameters released because a fetch needed their memory, by circuit",
-            ),
-            &["circuit"],
+        let params_evictions = IntCounter::new(
+            "params_evictions_total",
+            "Kept parameters released because a fetch needed their memory",
         )?;
         let stalled_seconds = IntGauge::new(
             "stalled_seconds",

@@ -456,11 +456,8 @@ impl Worker {
             .evictions_counted
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        for e in released.iter().filter(|e| e.seq > *counted) {
-            self.metrics
-                .params_evictions
-                .with_label_values(&[&circuit_id(e.key.as_str())])
-                .inc();
+        for _ in released.iter().filter(|e| e.seq > *counted) {
+            self.metrics.params_evictions.inc();
         }
         if let Some(last) = released.last() {
             *counted = (*counted).max(last.seq);
