@@ -139,17 +139,29 @@ fn verify_snap(input_path: &Path, proof_path: &Path) -> Result<Verdict, VerifyEr
             proof.bytes.len()
         )));
     }
-    if !job.verifying_key_path().is_file() {
+    let against = format!("{}'s commitments", input_path.display());
+    check_with_key(&job.verifying_key_path(), &against, || {
+        job.check_proof(&proof.bytes)
+    })
+}
+
+/// The last step of a file verification: the verifying key must be there, then `check` says
+/// whether the proof verifies against `against` (what the input commits to).
+fn check_with_key(
+    vk: &Path,
+    against: &str,
+    check: impl FnOnce() -> anyhow::Result<bool>,
+) -> Result<Verdict, VerifyError> {
+    if !vk.is_file() {
         return Err(VerifyError::Params(anyhow!(
             "the verifying key {} is missing",
-            job.verifying_key_path().display()
+            vk.display()
         )));
     }
-    match job.check_proof(&proof.bytes) {
+    match check() {
         Ok(true) => Ok(Verdict::Valid),
         Ok(false) => Ok(Verdict::Invalid(format!(
-            "the proof does not verify against {}'s commitments",
-            input_path.display()
+            "the proof does not verify against {against}"
         ))),
         Err(e) => Err(VerifyError::Failed(e)),
     }
@@ -188,20 +200,10 @@ fn verify_post(input_path: &Path, proof_path: &Path) -> Result<Verdict, VerifyEr
             proof.bytes.len()
         )));
     }
-    if !job.verifying_key_path().is_file() {
-        return Err(VerifyError::Params(anyhow!(
-            "the verifying key {} is missing",
-            job.verifying_key_path().display()
-        )));
-    }
-    match job.check_proof(&proof.bytes) {
-        Ok(true) => Ok(Verdict::Valid),
-        Ok(false) => Ok(Verdict::Invalid(format!(
-            "the proof does not verify against {}'s randomness and sectors",
-            input_path.display()
-        ))),
-        Err(e) => Err(VerifyError::Failed(e)),
-    }
+    let against = format!("{}'s randomness and sectors", input_path.display());
+    check_with_key(&job.verifying_key_path(), &against, || {
+        job.check_proof(&proof.bytes)
+    })
 }
 
 /// A proof as read from a file, and the result message it came in, if it did.
