@@ -31,7 +31,7 @@ use crate::groth16::curve::BatchAffine;
 use crate::groth16::{Backend, CompactWitness, Proof, R1cs, Srs, SrsKey, VerifyingKey};
 use crate::job::ProofJob;
 use crate::kinds;
-use crate::pipeline::{PartitionDone, Pipeline, Proved, Submission};
+use crate::pipeline::{PartitionDone, Pipeline, Priority, Proved, Submission};
 use crate::porep::{self, C1Input, PorepJob};
 
 /// What to run.
@@ -283,6 +283,7 @@ pub fn run(bench: PipelineBench) -> Result<PipelineReport> {
             pipeline.submit(Submission {
                 id: format!("bench-{k}"),
                 job,
+                priority: Priority::Normal,
                 progress,
                 done,
             })?;

@@ -256,6 +256,9 @@ pub struct GateConfig {
     pub margin_bytes: Option<u64>,
     /// The worker's own footprint outside jobs (runtime, buffers, code); default 256 MiB.
     pub baseline_bytes: Option<u64>,
+    /// Kept free for urgent (PoSt) jobs while the worker proves others; default: the largest
+    /// worst case, parameters included, of the urgent classes it serves; 0: no reserve.
+    pub urgent_reserve_bytes: Option<u64>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

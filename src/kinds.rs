@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::canary::{self, CanaryJob};
 use crate::gate::estimate::{largest, sector_size_of, Estimate, GIB, KIB, MIB, SECTOR_SIZES};
 use crate::job::ProofJob;
-use crate::pipeline::Stage;
+use crate::pipeline::{Priority, Stage};
 use crate::porep::{self, parse_c1, proof_name, PorepJob};
 use crate::post::{self, parse_post_input, post_proof_name, PostJob};
 use crate::schema::{DecodedJob, ErrorKind, JobError, JobKind, Limits};
@@ -19,6 +19,8 @@ use crate::snap::{self, parse_snap_input, update_proof_name, SnapJob};
 pub struct Built {
     pub job: Arc<dyn ProofJob>,
     pub estimate: Estimate,
+    /// The pipeline lane its partitions take: urgent for proofs due within a deadline.
+    pub priority: Priority,
 }
 
 /// Build the job a decoded message describes. CPU-heavy (C1 JSON parsing, circuit set-up):
@@ -39,6 +41,7 @@ pub fn build(decoded: &DecodedJob, limits: &Limits, in_flight: u64) -> Result<Bu
             Ok(Built {
                 estimate: canary_estimate(u64::from(spec.partitions), in_flight),
                 job: Arc::new(canary),
+                priority: Priority::Normal,
             })
         }
         JobKind::PorepC2 => {
@@ -70,6 +73,7 @@ pub fn build(decoded: &DecodedJob, limits: &Limits, in_flight: u64) -> Result<Bu
             Ok(Built {
                 estimate: porep_estimate(sector_size, partitions, in_flight),
                 job: Arc::new(porep),
+                priority: Priority::Normal,
             })
         }
         JobKind::SnapProve => {
@@ -99,6 +103,7 @@ pub fn build(decoded: &DecodedJob, limits: &Limits, in_flight: u64) -> Result<Bu
             Ok(Built {
                 estimate: snap_estimate(sector_size, snap.partitions() as u64, in_flight),
                 job: Arc::new(snap),
+                priority: Priority::Normal,
             })
         }
         JobKind::WindowPost | JobKind::WinningPost => {
@@ -135,6 +140,9 @@ pub fn build(decoded: &DecodedJob, limits: &Limits, in_flight: u64) -> Result<Bu
             Ok(Built {
                 estimate: post_estimate(window, sector_size, in_flight),
                 job: Arc::new(post),
+                // A WindowPoSt is due within its deadline's window, a WinningPoSt within the
+                // epoch: ahead of every PoRep or SnapDeals partition that has not started.
+                priority: Priority::Urgent,
             })
         }
     }

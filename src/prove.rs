@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 
 use crate::groth16::Backend;
 use crate::job::ProofJob;
-use crate::pipeline::{self, Pipeline, Submission};
+use crate::pipeline::{self, Pipeline, Priority, Submission};
 
 /// Seconds spent in each stage, summed over partitions.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -117,6 +117,7 @@ pub fn prove_job(
         .submit(Submission {
             id: "prove".into(),
             job,
+            priority: Priority::Normal,
             progress,
             done,
         })

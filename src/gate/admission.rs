@@ -18,6 +18,11 @@
 //! - **Urgent classes** (PoSt, due within a deadline) are open whenever they fit, busy or not,
 //!   and stand outside that prefix: a WindowPoSt class whose parameters are not loaded does not
 //!   stop a busy worker from taking its next PoRep job.
+//! - **The urgent reserve**: a busy worker that serves urgent classes takes a non-urgent job
+//!   only while room for an urgent one stays beside it ([`UrgentReserve`]; by default the
+//!   largest urgent worst case, parameters included, since kept parameters count as room that
+//!   could be released). An idle worker ignores it: its one job would otherwise wait for an
+//!   urgent job that may never come.
 //! - The **unsorted queue** (jobs of any class) is open when every class is, and a job from it
 //!   reserves the largest worst case with every SRS counted, since its circuit is not known
 //!   until it is decoded.
@@ -53,6 +58,40 @@ impl OpenQueues {
     }
 }
 
+/// The room a busy worker keeps for urgent jobs (`gate.urgent_reserve_bytes`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum UrgentReserve {
+    /// The largest worst case, with its parameters, among the urgent classes served (none
+    /// when the worker serves no urgent class).
+    #[default]
+    Auto,
+    /// This many bytes, whatever the classes (0: no reserve).
+    Bytes(u64),
+}
+
+impl UrgentReserve {
+    /// The reserve `gate.urgent_reserve_bytes` sets.
+    pub fn configured(cfg: &crate::config::GateConfig) -> UrgentReserve {
+        match cfg.urgent_reserve_bytes {
+            None => UrgentReserve::Auto,
+            Some(bytes) => UrgentReserve::Bytes(bytes),
+        }
+    }
+
+    /// The bytes kept for urgent jobs among `classes`.
+    pub fn bytes(self, classes: &[FetchClass]) -> u64 {
+        match self {
+            UrgentReserve::Bytes(bytes) => bytes,
+            UrgentReserve::Auto => classes
+                .iter()
+                .filter(|c| c.urgent)
+                .map(|c| c.worst.srs_bytes + c.worst.work(c.worst.partitions))
+                .max()
+                .unwrap_or(0),
+        }
+    }
+}
+
 /// What a job of worst case `e` reserves at fetch: its working set and its SRS unless kept.
 pub fn need(kept: &KeptParams, e: &Estimate) -> u64 {
     e.work(e.partitions) + kept.srs_needed(e)
@@ -73,19 +112,29 @@ fn unsorted_need(classes: &[FetchClass]) -> u64 {
         .unwrap_or(0)
 }
 
+/// Whether a non-urgent job of worst case `e` can be admitted now with `reserve` bytes left
+/// for urgent jobs, counting what releasing unused parameters would give back.
+fn fits_beside(kept: &KeptParams, e: &Estimate, reserve: u64) -> bool {
+    need(kept, e) + reserve <= kept.gate().free() + kept.evictable_bytes(Some(&e.srs_key))
+}
+
 /// The queues open now, for `classes` in fetch order.
-pub fn open_queues(kept: &KeptParams, classes: &[FetchClass]) -> OpenQueues {
+pub fn open_queues(
+    kept: &KeptParams,
+    classes: &[FetchClass],
+    reserve: UrgentReserve,
+) -> OpenQueues {
     let busy = kept.jobs_held() > 0;
+    let reserve = reserve.bytes(classes);
     // Whether every non-urgent class before this one fits (the busy worker's prefix).
     let mut prefix_fits = true;
     let open: Vec<bool> = classes
         .iter()
         .map(|c| {
-            let fits = fits(kept, &c.worst);
             if !busy || c.urgent {
-                return fits;
+                return fits(kept, &c.worst);
             }
-            prefix_fits &= fits;
+            prefix_fits &= fits_beside(kept, &c.worst, reserve);
             prefix_fits
         })
         .collect();
@@ -94,6 +143,18 @@ pub fn open_queues(kept: &KeptParams, classes: &[FetchClass]) -> OpenQueues {
     OpenQueues {
         classes: open,
         unsorted,
+    }
+}
+
+impl OpenQueues {
+    /// These queues with every non-urgent one closed: what a fetch may take from when only an
+    /// urgent job may be fetched (`pipeline.prefetch` jobs already wait to begin).
+    pub fn urgent_only(mut self, classes: &[FetchClass]) -> OpenQueues {
+        for (open, class) in self.classes.iter_mut().zip(classes) {
+            *open &= class.urgent;
+        }
+        self.unsorted = false;
+        self
     }
 }
 
@@ -158,7 +219,7 @@ mod tests {
         // nothing, so the SnapDeals queue is open, and taking its job releases the PoRep
         // parameters, which it needs the memory of.
         let worst = [normal(&porep), normal(&snap)];
-        let open = open_queues(&kept, &worst);
+        let open = open_queues(&kept, &worst, UrgentReserve::Bytes(0));
         assert_eq!(open.classes, vec![true, true]);
         let (reservation, _hold) = admit(&kept, &snap, "snap-32g").expect("admitted");
         assert_eq!(reservation.held(), snap.srs_bytes + snap.work(in_flight));
@@ -183,18 +244,27 @@ mod tests {
         let (first, _h) = admit(&kept, &large, "test").unwrap();
         // 6 GiB held of 10: a second large job (6 GiB, its SRS not kept yet) does not fit, so
         // neither queue is open.
-        assert_eq!(open_queues(&kept, &worst).classes, vec![false, false]);
+        assert_eq!(
+            open_queues(&kept, &worst, UrgentReserve::Bytes(0)).classes,
+            vec![false, false]
+        );
         // Once its SRS is kept (the job finished with it), the large class fits again.
         kept.keep(&large.srs_key, first.split(large.srs_bytes));
         drop(first);
         drop(_h);
         let (_second, _h2) = admit(&kept, &large, "test").unwrap();
         // Busy: 2 + 4 held, 4 free: another large job (4) fits, so the small one does too.
-        assert_eq!(open_queues(&kept, &worst).classes, vec![true, true]);
+        assert_eq!(
+            open_queues(&kept, &worst, UrgentReserve::Bytes(0)).classes,
+            vec![true, true]
+        );
         let (_third, _h3) = admit(&kept, &small, "test").unwrap();
         // Now the large worst case no longer fits: the small class closes with it.
-        assert_eq!(open_queues(&kept, &worst).classes, vec![false, false]);
-        assert!(!open_queues(&kept, &worst).unsorted);
+        assert_eq!(
+            open_queues(&kept, &worst, UrgentReserve::Bytes(0)).classes,
+            vec![false, false]
+        );
+        assert!(!open_queues(&kept, &worst, UrgentReserve::Bytes(0)).unsorted);
         // An urgent class first in line that does not fit closes nothing behind it, and is
         // open itself as soon as it fits.
         let post = Estimate {
@@ -209,12 +279,73 @@ mod tests {
             },
             normal(&small),
         ];
-        assert_eq!(open_queues(&kept, &first).classes, vec![false, true]);
+        assert_eq!(
+            open_queues(&kept, &first, UrgentReserve::Bytes(0)).classes,
+            vec![false, true]
+        );
         let urgent_small = [FetchClass {
             worst: small.clone(),
             urgent: true,
         }];
-        assert_eq!(open_queues(&kept, &urgent_small).classes, vec![true]);
+        assert_eq!(
+            open_queues(&kept, &urgent_small, UrgentReserve::Bytes(0)).classes,
+            vec![true]
+        );
+    }
+
+    /// A busy worker that serves an urgent class takes another normal job only while the
+    /// urgent class's worst case still fits beside it; an idle one takes it regardless.
+    #[test]
+    fn a_busy_worker_keeps_room_for_urgent_jobs() {
+        let large = Estimate {
+            srs_key: SrsKey::new("porep"),
+            srs_bytes: 2 * GIB,
+            per_partition: 2 * GIB,
+            per_partition_on_gpu: GIB,
+            partitions: 1,
+            in_flight: 1,
+        };
+        let post = Estimate {
+            srs_key: SrsKey::new("post"),
+            srs_bytes: 2 * GIB,
+            per_partition: GIB,
+            per_partition_on_gpu: GIB,
+            partitions: 1,
+            in_flight: 1,
+        };
+        let classes = [
+            normal(&large),
+            FetchClass {
+                worst: post.clone(),
+                urgent: true,
+            },
+        ];
+        assert_eq!(UrgentReserve::Auto.bytes(&classes), 3 * GIB);
+        assert_eq!(UrgentReserve::Auto.bytes(&classes[..1]), 0);
+        // Idle, on a budget that holds one large job but not the reserve beside it: open.
+        let small_box = registry(5 * GIB);
+        assert_eq!(
+            open_queues(&small_box, &classes, UrgentReserve::Auto).classes,
+            vec![true, true]
+        );
+        let kept = registry(10 * GIB);
+        let (_first, _h) = admit(&kept, &large, "test").expect("first job");
+        // 4 GiB held, 6 free: a second large job (4) leaves 2, less than the 3 reserved.
+        assert_eq!(
+            open_queues(&kept, &classes, UrgentReserve::Auto).classes,
+            vec![false, true]
+        );
+        // Without a reserve, or with a smaller configured one, it is taken.
+        for reserve in [UrgentReserve::Bytes(0), UrgentReserve::Bytes(GIB)] {
+            assert_eq!(
+                open_queues(&kept, &classes, reserve).classes,
+                vec![true, true],
+                "{reserve:?}"
+            );
+        }
+        // The urgent job is admitted into the room kept for it.
+        let (_post, _hp) = admit(&kept, &post, "test").expect("urgent job");
+        assert!(kept.gate().used() <= 10 * GIB);
     }
 
     fn normal(worst: &Estimate) -> FetchClass {
@@ -324,7 +455,7 @@ mod tests {
                     _ => {
                         let idle = kept.jobs_held() == 0;
                         let waiting = classes.iter().any(|c| !c.waiting.is_empty());
-                        let open = open_queues(&kept, &worst);
+                        let open = open_queues(&kept, &worst, UrgentReserve::Auto);
                         let taken = open
                             .classes
                             .iter()

@@ -79,6 +79,7 @@ mod tests {
             budget_bytes: Some(GIB),
             margin_bytes: None,
             baseline_bytes: Some(GIB / 4),
+            urgent_reserve_bytes: None,
         };
         let b = detect_budget(&cfg).unwrap();
         assert_eq!(b.total, GIB);

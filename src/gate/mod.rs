@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 
-pub use admission::{admit, admit_unsorted, open_queues, FetchClass, OpenQueues};
+pub use admission::{admit, admit_unsorted, open_queues, FetchClass, OpenQueues, UrgentReserve};
 pub use budget::detect_budget;
 pub use estimate::Estimate;
 pub use kept::{Eviction, JobHold, KeptParams, KeptStatus};

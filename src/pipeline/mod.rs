@@ -26,6 +26,9 @@ use crate::groth16::Backend;
 use crate::job::ProofJob;
 use crate::schema::PartitionTiming;
 
+/// Urgent jobs that may wait for the urgent lane before a submitter blocks.
+const URGENT_WAITING: usize = 4;
+
 /// Full-size partitions kept alive by one backend: one in the products stage (handed straight
 /// to a proving-start thread: that channel holds none) and one in proving start.
 const FULL_SIZE_PER_BACKEND: u64 = 2;
@@ -85,16 +88,30 @@ pub struct PartitionDone {
 
 pub type Progress = Box<dyn Fn(PartitionDone) + Send + Sync>;
 
+/// The way a job's partitions go through the pipeline.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Priority {
+    /// In order of submission, one job at a time into synthesis.
+    #[default]
+    Normal,
+    /// Due within a deadline (PoSt): synthesized beside the normal lane on a thread of its own
+    /// and proved on the first GPU to finish its current partition, ahead of every normal
+    /// partition that has not started.
+    Urgent,
+}
+
 /// One job handed to the pipeline.
 pub struct Submission {
     pub id: String,
     pub job: Arc<dyn ProofJob>,
+    pub priority: Priority,
     pub progress: Progress,
     pub done: oneshot::Sender<Result<Proved, StageError>>,
 }
 
 pub struct Pipeline {
     submit: Option<Sender<Submission>>,
+    submit_urgent: Option<Sender<Submission>>,
     threads: Vec<JoinHandle<()>>,
     quarantine: Arc<stages::Quarantine>,
 }
@@ -117,6 +134,8 @@ impl Pipeline {
         // One job waits while one is being synthesized: the next job's synthesis starts as soon
         // as the last partition of the previous one is handed on.
         let (submit, jobs) = bounded::<Submission>(1);
+        // Urgent jobs are few and small; a handful may wait without blocking their submitter.
+        let (submit_urgent, urgent_jobs) = bounded::<Submission>(URGENT_WAITING);
         // Partitions to synthesize: none wait beyond the ones being synthesized, so that the
         // next job's partitions queue behind this job's without holding memory.
         let (to_synth, synth_rx) = bounded(0);
@@ -126,8 +145,10 @@ impl Pipeline {
         // per backend one partition's evaluations being made (or ready) and one being proved.
         // This is what bounds a/b/c memory ([`partitions_in_flight`]).
         let (to_start, start_rx) = bounded(0);
+        let (urgent_to_start, urgent_start_rx) = bounded(0);
         // Witnesses waiting for the finalizer are smaller; let the backend run ahead a little.
         let (to_finish, finish_rx) = bounded(2);
+        let (urgent_to_finish, urgent_finish_rx) = bounded(2);
         let (to_assemble, assemble_rx) = unbounded();
 
         let mut threads = Vec::new();
@@ -161,9 +182,23 @@ impl Pipeline {
             )?);
         }
         drop(to_start);
+        {
+            let to_assemble = to_assemble.clone();
+            threads.push(spawn(
+                "c2q-urgent",
+                Box::new(move || {
+                    stages::urgent(urgent_jobs, on_device, urgent_to_start, to_assemble)
+                }),
+            )?);
+        }
         let quarantine = Arc::new(stages::Quarantine::new(quarantine_after, backends.len()));
         for (i, backend) in backends.into_iter().enumerate() {
-            let (rx, tx, to_assemble) = (start_rx.clone(), to_finish.clone(), to_assemble.clone());
+            let rx = stages::Lanes::new(urgent_start_rx.clone(), start_rx.clone());
+            let tx = stages::FinishQueues {
+                urgent: urgent_to_finish.clone(),
+                normal: to_finish.clone(),
+            };
+            let to_assemble = to_assemble.clone();
             let quarantine = quarantine.clone();
             threads.push(spawn(
                 &format!("c2q-start-{i}"),
@@ -171,8 +206,9 @@ impl Pipeline {
             )?);
         }
         drop(to_finish);
+        drop(urgent_to_finish);
         for i in 0..finalizers.max(1) {
-            let rx = finish_rx.clone();
+            let rx = stages::Lanes::new(urgent_finish_rx.clone(), finish_rx.clone());
             let tx = to_assemble.clone();
             threads.push(spawn(
                 &format!("c2q-g2-{i}"),
@@ -186,6 +222,7 @@ impl Pipeline {
         )?);
         Ok(Pipeline {
             submit: Some(submit),
+            submit_urgent: Some(submit_urgent),
             threads,
             quarantine,
         })
@@ -197,10 +234,14 @@ impl Pipeline {
     }
 
     /// Hand a job to the pipeline; blocks while the synthesis stage is busy with another job
-    /// and one is already waiting, so call it from a blocking context.
+    /// and one is already waiting (for the urgent lane: while [`URGENT_WAITING`] urgent jobs
+    /// wait), so call it from a blocking context.
     pub fn submit(&self, submission: Submission) -> Result<()> {
-        self.submit
-            .as_ref()
+        let lane = match submission.priority {
+            Priority::Normal => &self.submit,
+            Priority::Urgent => &self.submit_urgent,
+        };
+        lane.as_ref()
             .context("pipeline is shut down")?
             .send(submission)
             .map_err(|_| anyhow::anyhow!("pipeline threads have stopped"))
@@ -213,6 +254,7 @@ impl Pipeline {
 
     fn join(&mut self) {
         self.submit.take();
+        self.submit_urgent.take();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
@@ -418,6 +460,7 @@ mod tests {
             .submit(Submission {
                 id: id.into(),
                 job,
+                priority: Priority::Normal,
                 progress: Box::new(move |d| sink.lock().expect("not poisoned").push(d)),
                 done,
             })
@@ -436,6 +479,88 @@ mod tests {
             reports.iter().all(|d| d.products_on_gpu == products_on_gpu),
             "{reports:?}"
         );
+    }
+
+    /// A GPU whose every proving start takes a while, as a full-size partition does.
+    struct Slow;
+
+    impl Backend for Slow {
+        fn name(&self) -> String {
+            "slow cpu".into()
+        }
+
+        fn start(&self, srs: &Srs, evals: Evaluations, witness: &Witness) -> Result<Multiexps> {
+            std::thread::sleep(std::time::Duration::from_millis(150));
+            CpuBackend.start(srs, evals, witness)
+        }
+    }
+
+    /// An urgent job submitted while a long normal job is being proved starts on the GPU as
+    /// soon as the partition in progress there is done, ahead of every other normal partition,
+    /// though synthesis of those is queued and waiting.
+    #[test]
+    fn an_urgent_job_starts_ahead_of_every_normal_partition_not_yet_started() {
+        let pipeline =
+            Pipeline::start(vec![Arc::new(Slow) as Arc<dyn Backend>], 2, 1, 3).expect("starts");
+        let submit = |id: &str, partitions, priority| {
+            let (done, answer) = oneshot::channel();
+            let job = Arc::new(CanaryJob::new(partitions, 5).expect("canary job"));
+            let started = Arc::new(AtomicUsize::new(0));
+            let seen = started.clone();
+            pipeline
+                .submit(Submission {
+                    id: id.into(),
+                    job,
+                    priority,
+                    progress: Box::new(move |_| {
+                        seen.fetch_add(1, Ordering::SeqCst);
+                    }),
+                    done,
+                })
+                .expect("submitted");
+            (answer, started)
+        };
+        let (normal, normal_done) = submit("normal", 10, Priority::Normal);
+        // Once two of the normal job's partitions are proved, the pipeline is full.
+        while normal_done.load(Ordering::SeqCst) < 2 {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let submitted_at = unix_ms();
+        let (urgent, _) = submit("urgent", 1, Priority::Urgent);
+        let urgent = urgent.blocking_recv().expect("answered").expect("proved");
+        let normal = normal.blocking_recv().expect("answered").expect("proved");
+        pipeline.shutdown();
+        let urgent_start = urgent.origin_unix_ms + urgent.timings[0].start_start_ms;
+        // Normal partitions that went to the GPU after the urgent job came and before it:
+        // at most the one whose start was already under way (its synthesis done) when the
+        // urgent partition became ready.
+        let overtaking: Vec<u64> = normal
+            .timings
+            .iter()
+            .map(|t| normal.origin_unix_ms + t.start_start_ms)
+            .filter(|&at| at > submitted_at && at < urgent_start)
+            .collect();
+        assert!(
+            overtaking.len() <= 1,
+            "normal partitions started at {overtaking:?} after the urgent job came at \
+             {submitted_at}, before it started at {urgent_start}"
+        );
+        let after = normal
+            .timings
+            .iter()
+            .filter(|t| normal.origin_unix_ms + t.start_start_ms > urgent_start)
+            .count();
+        assert!(
+            after >= 5,
+            "only {after} normal partitions started after the urgent one"
+        );
+    }
+
+    fn unix_ms() -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_millis() as u64
     }
 
     #[test]
@@ -499,6 +624,7 @@ mod tests {
             .submit(Submission {
                 id: "two-backends".into(),
                 job: job.clone(),
+                priority: Priority::Normal,
                 progress: Box::new(|_| {}),
                 done,
             })

@@ -13,7 +13,7 @@ use crossbeam_channel::{Receiver, Sender};
 use ff::Field;
 use tokio::sync::oneshot;
 
-use super::{PartitionDone, Progress, Proved, Stage, StageError, Submission};
+use super::{PartitionDone, Priority, Progress, Proved, Stage, StageError, Submission};
 use crate::groth16::{
     self,
     prover::{check_packed, check_shape},
@@ -32,6 +32,8 @@ pub(super) struct JobCtx {
     t0: Instant,
     /// `t0` as Unix time in milliseconds: lets timings of different jobs be compared.
     origin_unix_ms: u64,
+    /// Which lane its partitions take to the GPU and through the finalizer.
+    priority: Priority,
     failed: AtomicBool,
     progress: Progress,
     done: Mutex<Option<oneshot::Sender<Result<Proved, StageError>>>>,
@@ -146,44 +148,54 @@ fn fail(to_assemble: &Sender<AssembleItem>, ctx: Arc<JobCtx>, partition: usize, 
     });
 }
 
+/// A submitted job's context, with its parameters and recorded constraints loaded; `None`
+/// when that failed or it has no partitions (the job is answered here).
+fn open_job(sub: Submission) -> Option<Arc<JobCtx>> {
+    let t0 = Instant::now();
+    let origin_unix_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let loaded = guarded(Stage::Srs, || Ok((sub.job.srs()?, sub.job.r1cs()?)));
+    let (srs, r1cs) = match loaded {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            let _ = sub.done.send(Err(e));
+            return None;
+        }
+    };
+    let partitions = sub.job.partitions();
+    let ctx = Arc::new(JobCtx {
+        id: sub.id,
+        job: sub.job,
+        srs,
+        r1cs,
+        partitions,
+        t0,
+        origin_unix_ms,
+        priority: sub.priority,
+        failed: AtomicBool::new(false),
+        progress: sub.progress,
+        done: Mutex::new(Some(sub.done)),
+    });
+    if partitions == 0 {
+        ctx.answer(Err(StageError {
+            stage: Stage::Synthesis,
+            error: anyhow!("job has no partitions"),
+        }));
+        return None;
+    }
+    Some(ctx)
+}
+
 /// Takes jobs one at a time: loads their parameters and recorded constraints, then hands out
 /// their partitions, in order, to the synthesis threads.
 pub(super) fn intake(jobs: Receiver<Submission>, to_synth: Sender<SynthItem>) {
     for sub in jobs {
-        let t0 = Instant::now();
-        let origin_unix_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
-        let loaded = guarded(Stage::Srs, || Ok((sub.job.srs()?, sub.job.r1cs()?)));
-        let (srs, r1cs) = match loaded {
-            Ok(loaded) => loaded,
-            Err(e) => {
-                let _ = sub.done.send(Err(e));
-                continue;
-            }
-        };
-        let partitions = sub.job.partitions();
-        let ctx = Arc::new(JobCtx {
-            id: sub.id,
-            job: sub.job,
-            srs,
-            r1cs,
-            partitions,
-            t0,
-            origin_unix_ms,
-            failed: AtomicBool::new(false),
-            progress: sub.progress,
-            done: Mutex::new(Some(sub.done)),
-        });
-        if partitions == 0 {
-            ctx.answer(Err(StageError {
-                stage: Stage::Synthesis,
-                error: anyhow!("job has no partitions"),
-            }));
+        let Some(ctx) = open_job(sub) else {
             continue;
-        }
-        for partition in 0..partitions {
+        };
+        for partition in 0..ctx.partitions {
             if ctx.is_failed() {
                 break;
             }
@@ -198,6 +210,68 @@ pub(super) fn intake(jobs: Receiver<Submission>, to_synth: Sender<SynthItem>) {
     }
 }
 
+/// The urgent lane (PoSt, due within a deadline): one thread that takes urgent jobs, computes
+/// each partition's witness and products itself (the synthesis and products threads may all
+/// be waiting, full, behind the GPU) and offers it to the proving-start threads, which take
+/// an urgent partition before any other one that has not started. A partition of the normal
+/// lane already on a GPU finishes first: an urgent one waits at most one proving start.
+pub(super) fn urgent(
+    jobs: Receiver<Submission>,
+    on_device: bool,
+    to_start: Sender<StartItem>,
+    to_assemble: Sender<AssembleItem>,
+) {
+    for sub in jobs {
+        let Some(ctx) = open_job(sub) else {
+            continue;
+        };
+        for partition in 0..ctx.partitions {
+            if ctx.is_failed() {
+                break;
+            }
+            let prepared =
+                synthesize(ctx.clone(), partition).and_then(|item| prepare(item, on_device));
+            match prepared {
+                Ok(item) => {
+                    if to_start.send(item).is_err() {
+                        return;
+                    }
+                }
+                Err((ctx, e)) => {
+                    fail(&to_assemble, ctx, partition, e);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Partition `partition`'s witness, compact.
+fn synthesize(
+    ctx: Arc<JobCtx>,
+    partition: usize,
+) -> Result<WitnessItem, (Arc<JobCtx>, StageError)> {
+    let mut timing = PartitionTiming {
+        partition: partition as u32,
+        synth_start_ms: ctx.ms(),
+        ..Default::default()
+    };
+    let job = ctx.job.clone();
+    match guarded(Stage::Synthesis, || job.witness(partition)) {
+        Ok(witness) => {
+            timing.synth_end_ms = ctx.ms();
+            tracing::debug!(job_id = %ctx.id, partition, ms = timing.synth_end_ms - timing.synth_start_ms, census = ?witness.census(), bytes = witness.bytes(), "witness computed");
+            Ok(WitnessItem {
+                ctx,
+                partition,
+                witness,
+                timing,
+            })
+        }
+        Err(e) => Err((ctx, e)),
+    }
+}
+
 /// Computes partitions' witnesses (compact: they wait in ~0.4 bytes per variable).
 pub(super) fn synthesis(
     items: Receiver<SynthItem>,
@@ -208,28 +282,47 @@ pub(super) fn synthesis(
         if ctx.is_failed() {
             continue;
         }
-        let mut timing = PartitionTiming {
-            partition: partition as u32,
-            synth_start_ms: ctx.ms(),
-            ..Default::default()
-        };
-        let job = ctx.job.clone();
-        match guarded(Stage::Synthesis, || job.witness(partition)) {
-            Ok(witness) => {
-                timing.synth_end_ms = ctx.ms();
-                tracing::debug!(job_id = %ctx.id, partition, ms = timing.synth_end_ms - timing.synth_start_ms, census = ?witness.census(), bytes = witness.bytes(), "witness computed");
-                let item = WitnessItem {
-                    ctx,
-                    partition,
-                    witness,
-                    timing,
-                };
+        match synthesize(ctx, partition) {
+            Ok(item) => {
                 if to_products.send(item).is_err() {
                     return;
                 }
             }
-            Err(e) => fail(&to_assemble, ctx, partition, e),
+            Err((ctx, e)) => fail(&to_assemble, ctx, partition, e),
         }
+    }
+}
+
+/// What proving start takes from a witness: the packed witness where the backends make A, B
+/// and C on the device, else A, B, C evaluated here from the recorded constraints.
+fn prepare(item: WitnessItem, on_device: bool) -> Result<StartItem, (Arc<JobCtx>, StageError)> {
+    let WitnessItem {
+        ctx,
+        partition,
+        witness,
+        mut timing,
+    } = item;
+    timing.products_start_ms = ctx.ms();
+    let r1cs = ctx.r1cs.clone();
+    let prepared = guarded(Stage::Synthesis, || {
+        if on_device {
+            Ok(Prepared::Packed(witness.packed()))
+        } else {
+            Ok(Prepared::Assignment(r1cs.assignment(&witness)?))
+        }
+    });
+    drop(witness);
+    match prepared {
+        Ok(prepared) => {
+            timing.products_end_ms = ctx.ms();
+            Ok(StartItem {
+                ctx,
+                partition,
+                prepared,
+                timing,
+            })
+        }
+        Err(e) => Err((ctx, e)),
     }
 }
 
@@ -243,39 +336,67 @@ pub(super) fn products(
     to_assemble: Sender<AssembleItem>,
 ) {
     for item in items {
-        let WitnessItem {
-            ctx,
-            partition,
-            witness,
-            mut timing,
-        } = item;
-        if ctx.is_failed() {
+        if item.ctx.is_failed() {
             continue;
         }
-        timing.products_start_ms = ctx.ms();
-        let r1cs = ctx.r1cs.clone();
-        let prepared = guarded(Stage::Synthesis, || {
-            if on_device {
-                Ok(Prepared::Packed(witness.packed()))
-            } else {
-                Ok(Prepared::Assignment(r1cs.assignment(&witness)?))
-            }
-        });
-        match prepared {
-            Ok(prepared) => {
-                drop(witness);
-                timing.products_end_ms = ctx.ms();
-                let item = StartItem {
-                    ctx,
-                    partition,
-                    prepared,
-                    timing,
-                };
+        let partition = item.partition;
+        match prepare(item, on_device) {
+            Ok(item) => {
                 if to_start.send(item).is_err() {
                     return;
                 }
             }
-            Err(e) => fail(&to_assemble, ctx, partition, e),
+            Err((ctx, e)) => fail(&to_assemble, ctx, partition, e),
+        }
+    }
+}
+
+/// Two queues into one stage, the urgent one always taken from first; ends when both are
+/// closed and empty.
+pub(super) struct Lanes<T> {
+    urgent: Option<Receiver<T>>,
+    normal: Option<Receiver<T>>,
+}
+
+impl<T> Lanes<T> {
+    pub(super) fn new(urgent: Receiver<T>, normal: Receiver<T>) -> Lanes<T> {
+        Lanes {
+            urgent: Some(urgent),
+            normal: Some(normal),
+        }
+    }
+
+    /// The next item, urgent first; `None` once both queues are closed.
+    fn recv(&mut self) -> Option<T> {
+        loop {
+            match (&self.urgent, &self.normal) {
+                (Some(urgent), Some(normal)) => {
+                    // One waiting already is taken before the select, which picks the first
+                    // ready arm but may see both ready at once.
+                    if let Ok(item) = urgent.try_recv() {
+                        return Some(item);
+                    }
+                    crossbeam_channel::select_biased! {
+                        recv(urgent) -> m => match m {
+                            Ok(item) => return Some(item),
+                            Err(_) => self.urgent = None,
+                        },
+                        recv(normal) -> m => match m {
+                            Ok(item) => return Some(item),
+                            Err(_) => self.normal = None,
+                        },
+                    }
+                }
+                (Some(only), None) | (None, Some(only)) => {
+                    let item = only.recv().ok();
+                    if item.is_none() {
+                        self.urgent = None;
+                        self.normal = None;
+                    }
+                    return item;
+                }
+                (None, None) => return None,
+            }
         }
     }
 }
@@ -390,13 +511,13 @@ impl Quarantine {
 pub(super) fn start(
     backend: Arc<dyn Backend>,
     quarantine: Arc<Quarantine>,
-    items: Receiver<StartItem>,
-    to_finish: Sender<FinishItem>,
+    mut items: Lanes<StartItem>,
+    to_finish: FinishQueues,
     to_assemble: Sender<AssembleItem>,
 ) {
     let mut failures_in_a_row = 0u32;
     let mut told = false;
-    for item in items {
+    while let Some(item) = items.recv() {
         let StartItem {
             ctx,
             partition,
@@ -431,7 +552,7 @@ pub(super) fn start(
                     products_on_gpu,
                     timing,
                 };
-                if to_finish.send(item).is_err() {
+                if !to_finish.send(item) {
                     return;
                 }
             }
@@ -461,6 +582,23 @@ pub(super) fn start(
     }
 }
 
+/// The finalizer's two queues, as proving start sends to them.
+pub(super) struct FinishQueues {
+    pub(super) urgent: Sender<FinishItem>,
+    pub(super) normal: Sender<FinishItem>,
+}
+
+impl FinishQueues {
+    /// Whether the item was taken (false once the finalizers are gone).
+    fn send(&self, item: FinishItem) -> bool {
+        let queue = match item.ctx.priority {
+            Priority::Urgent => &self.urgent,
+            Priority::Normal => &self.normal,
+        };
+        queue.send(item).is_ok()
+    }
+}
+
 /// Frees a witness on a thread of its own: handing gigabytes back to the system takes a good
 /// part of a second, which the proving-start thread would otherwise spend before its next
 /// start. (Should no thread be made, it is freed here.)
@@ -472,8 +610,8 @@ fn release(witness: FinishWitness) {
 
 /// Finishes partitions: the B multiexp in G2 where proving start left it to the CPU, then the
 /// randomization.
-pub(super) fn finalize(items: Receiver<FinishItem>, to_assemble: Sender<AssembleItem>) {
-    for item in items {
+pub(super) fn finalize(mut items: Lanes<FinishItem>, to_assemble: Sender<AssembleItem>) {
+    while let Some(item) = items.recv() {
         let FinishItem {
             ctx,
             partition,

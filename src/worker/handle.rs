@@ -372,6 +372,7 @@ impl Worker {
         let submission = Submission {
             id: job.job_id.clone(),
             job: built.job,
+            priority: built.priority,
             progress,
             done: done_tx,
         };

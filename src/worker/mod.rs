@@ -83,6 +83,10 @@ pub(crate) struct Worker {
     backend_health: health::BackendHealth,
     /// One permit per job fetched and not yet begun (`pipeline.prefetch`).
     not_begun: Arc<Semaphore>,
+    /// One urgent job fetched beyond `not_begun`'s places (`fetch_loop`).
+    urgent_not_begun: Arc<Semaphore>,
+    /// The room a busy worker keeps for urgent jobs.
+    urgent_reserve: gate::UrgentReserve,
     /// The size classes this worker fetches, largest first.
     classes: Vec<SizeClass>,
     /// The same as the fetch rule sees them: worst cases, urgency.
@@ -196,6 +200,8 @@ async fn run_async(mut cfg: Config) -> Result<()> {
         backend_name,
         backend_health,
         not_begun: Arc::new(Semaphore::new(prefetch)),
+        urgent_not_begun: Arc::new(Semaphore::new(1)),
+        urgent_reserve: gate::UrgentReserve::configured(&cfg.gate),
         classes,
         fetch_classes,
         last_taken: Mutex::new(Instant::now()),
@@ -254,12 +260,20 @@ impl Worker {
         let poll = Duration::from_millis(self.cfg.broker.poll_interval_ms.max(10));
         loop {
             // Fetch only while fewer than `pipeline.prefetch` fetched jobs wait to begin: what
-            // the pipeline cannot start soon is left in the queue for other workers.
-            let not_begun = tokio::select! {
+            // the pipeline cannot start soon is left in the queue for other workers. An urgent
+            // job begins at once (the pipeline's urgent lane), so one more may be fetched
+            // while the others wait: from the urgent queues only.
+            let (not_begun, urgent_only) = tokio::select! {
+                biased;
                 p = self.not_begun.clone().acquire_owned() => {
-                    NotBegun {
+                    (NotBegun {
                         _permit: p.context("the prefetch semaphore is never closed")?,
-                    }
+                    }, false)
+                }
+                p = self.urgent_not_begun.clone().acquire_owned(), if self.serves_urgent() => {
+                    (NotBegun {
+                        _permit: p.context("the urgent prefetch semaphore is never closed")?,
+                    }, true)
                 }
                 _ = shutdown.fetching_stopped() => return Ok(()),
             };
@@ -268,15 +282,27 @@ impl Worker {
             // it takes); a busy one waits for its jobs to free memory.
             let open = loop {
                 let changed = self.gate.changed();
-                let open = gate::open_queues(&self.kept, &self.fetch_classes);
+                let mut open =
+                    gate::open_queues(&self.kept, &self.fetch_classes, self.urgent_reserve);
+                if urgent_only {
+                    open = open.urgent_only(&self.fetch_classes);
+                }
                 if open.any() {
-                    break open;
+                    break Some(open);
+                }
+                // Holding the urgent place only: start again once a prefetch place frees, so
+                // that the other queues are looked at too.
+                if urgent_only && self.not_begun.available_permits() > 0 {
+                    break None;
                 }
                 tokio::select! {
                     _ = changed => {}
                     _ = tokio::time::sleep(poll) => {}
                     _ = shutdown.fetching_stopped() => return Ok(()),
                 }
+            };
+            let Some(open) = open else {
+                continue;
             };
             if shutdown.is_fetching_stopped() {
                 return Ok(());
@@ -442,6 +468,11 @@ impl Worker {
 
     /// Kept parameters and releases as metrics (after a fetch, and when a job keeps its
     /// parameters).
+    /// Whether any class this worker serves is urgent (PoSt).
+    fn serves_urgent(&self) -> bool {
+        self.fetch_classes.iter().any(|c| c.urgent)
+    }
+
     fn export_kept(&self) {
         let kept = self.kept_circuits();
         self.metrics.params_kept_bytes.reset();
