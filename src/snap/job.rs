@@ -140,8 +140,24 @@ impl SnapJob {
     /// Check a SnapDeals input and prepare its partitions: as many vanilla proofs as the
     /// update proof has partitions, each of the sector size named, all verifying against the
     /// commitments given (proofs of another sector, or tampered ones, are refused here, before
-    /// any proving).
+    /// any proving). A shape-only input (`c2q testdata snap --shape-only`) is refused.
     pub fn new(input: SnapInput) -> Result<SnapJob> {
+        ensure!(!input.shape_only, "{SHAPE_ONLY_REFUSED}");
+        SnapJob::build(input, VanillaCheck::Verify)
+    }
+
+    /// A job for benchmarking synthesis and proving, which also accepts shape-only inputs
+    /// (`snap::shape`): real structure, random values. It skips the one check such values
+    /// cannot pass, the verification of the vanilla proofs; everything else is checked as in
+    /// [`SnapJob::new`] (proof version, partition count, each vanilla proof decoded for the
+    /// sector shape with its apex leaves and challenges counted, commitments field elements).
+    /// Its partitions synthesize into circuits of the real size, but their proofs of a
+    /// shape-only input do not verify.
+    pub fn for_benchmark(input: SnapInput) -> Result<SnapJob> {
+        SnapJob::build(input, VanillaCheck::Skip)
+    }
+
+    fn build(input: SnapInput, vanilla: VanillaCheck) -> Result<SnapJob> {
         let proof = input.registered_proof;
         ensure!(
             proof.major_version() == 1,
@@ -149,7 +165,7 @@ impl SnapJob {
             update_proof_name(proof)
         );
         let partitions =
-            filecoin_proofs::with_shape!(input.sector_size(), build_partitions, &input,)?;
+            filecoin_proofs::with_shape!(input.sector_size(), build_partitions, &input, vanilla,)?;
         let circuit_id = params::cache_id(proof)?;
         Ok(SnapJob {
             params_path: crate::porep::params::params_path(&circuit_id),
@@ -235,8 +251,22 @@ impl ProofJob for SnapJob {
     }
 }
 
+/// The refusal of a shape-only input by [`SnapJob::new`].
+pub const SHAPE_ONLY_REFUSED: &str = "this SnapDeals input was made by `c2q testdata snap \
+    --shape-only`: it has the shape of a real update but random values and cannot be proved \
+    (benchmarks only)";
+
+/// Whether the vanilla proofs are verified when a job is built.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum VanillaCheck {
+    Verify,
+    /// Benchmarks: shape-only inputs have random values that cannot verify.
+    Skip,
+}
+
 fn build_partitions<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     input: &SnapInput,
+    vanilla: VanillaCheck,
 ) -> Result<Box<dyn Partitions>> {
     let proof = input.registered_proof;
     let name = update_proof_name(proof);
@@ -248,8 +278,7 @@ fn build_partitions<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
         input.vanilla_proofs.len()
     );
     // Sector shapes share Rust types (2 KiB and 8 MiB trees are alike), so decoding cannot
-    // tell them apart; the count of apex leaves and challenges, checked by the verifier below,
-    // can.
+    // tell them apart; the count of apex leaves and challenges, checked below, can.
     let proofs = input
         .vanilla_proofs
         .iter()
@@ -273,9 +302,25 @@ fn build_partitions<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
         h: config.h,
     };
     let public_params = params::public_params(proof);
+    // What the verifier checks first, and a benchmark's input must pass too.
+    for (k, partition) in proofs.iter().enumerate() {
+        ensure!(
+            partition.apex_leafs.len() == public_params.apex_leaf_count
+                && partition.challenge_proofs.len() == public_params.challenge_count,
+            "vanilla proof of partition {k} has {} apex leaves and {} challenges, a {name} \
+             partition proof {} and {}",
+            partition.apex_leafs.len(),
+            partition.challenge_proofs.len(),
+            public_params.apex_leaf_count,
+            public_params.challenge_count
+        );
+    }
     // Checking the vanilla proofs costs hashing, not proving: a tampered input or one for
     // another sector is caught here with a clear error instead of as a proof that fails.
     let valid = catch_unwind(AssertUnwindSafe(|| {
+        if vanilla == VanillaCheck::Skip {
+            return Ok(true);
+        }
         EmptySectorUpdate::<Tree>::verify_all_partitions(&public_params, &public_inputs, &proofs)
     }));
     match valid {
@@ -373,5 +418,45 @@ mod tests {
         assert!(refused(truncated).contains("not a StackedDrg2KiBV1 partition proof"));
 
         SnapJob::new(good).unwrap();
+    }
+
+    /// Refused for proving with a one-line reason naming the command that made it, accepted
+    /// for benchmarks, its witness of the size of the recorded circuit.
+    #[test]
+    fn shape_only_inputs_are_refused_and_benchmarked() {
+        with_test_params();
+        let shape =
+            crate::snap::shape::generate(RegisteredUpdateProof::StackedDrg2KiBV1, 3).unwrap();
+        let e = format!("{:#}", SnapJob::new(shape.clone()).unwrap_err());
+        assert!(
+            e.contains("--shape-only") && e.contains("cannot be proved"),
+            "{e}"
+        );
+        assert_eq!(e.lines().count(), 1, "{e}");
+        // Without the marker its random proofs do not verify (what the gateway meets).
+        let unmarked = SnapInput {
+            shape_only: false,
+            ..shape.clone()
+        };
+        let e = format!("{:#}", SnapJob::new(unmarked).unwrap_err());
+        assert!(e.contains("do not verify"), "{e}");
+
+        let job = SnapJob::for_benchmark(shape).unwrap();
+        let real = SnapJob::new(testdata::update_2kib(1000, 8, 21).unwrap()).unwrap();
+        assert_eq!(job.params_path, real.params_path);
+        let witness = job.witness(0).unwrap();
+        let r1cs = job.r1cs().unwrap();
+        assert_eq!(witness.inputs(), r1cs.inputs);
+        assert_eq!(witness.aux_len(), r1cs.aux);
+
+        // An apex leaf short: refused when the job is built, even for a benchmark.
+        let mut input =
+            crate::snap::shape::generate(RegisteredUpdateProof::StackedDrg2KiBV1, 4).unwrap();
+        let mut proof: PartitionProof<filecoin_proofs::SectorShape2KiB> =
+            bincode::deserialize(&input.vanilla_proofs[0]).unwrap();
+        proof.apex_leafs.pop();
+        input.vanilla_proofs[0] = bincode::serialize(&proof).unwrap();
+        let e = format!("{:#}", SnapJob::for_benchmark(input).unwrap_err());
+        assert!(e.contains("7 apex leaves"), "{e}");
     }
 }

@@ -9,6 +9,7 @@ pub mod commitment;
 mod input;
 mod job;
 pub mod params;
+pub mod shape;
 pub mod testdata;
 
 use filecoin_proofs::SectorUpdateConfig;
@@ -18,7 +19,7 @@ pub use input::{
     is_snap_input, is_snap_input_file, parse_snap_input, read_snap_input_file, SnapInput,
     MAX_SNAP_INPUT_BYTES,
 };
-pub use job::SnapJob;
+pub use job::{SnapJob, SHAPE_ONLY_REFUSED};
 
 /// Every registered update proof, smallest sector first.
 pub const REGISTERED_UPDATE_PROOFS: [RegisteredUpdateProof; 5] = [
