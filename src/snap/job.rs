@@ -1,18 +1,18 @@
 //! A SnapDeals job: the input checked (partition count, commitments, the vanilla proofs
 //! verified against them), split into per-partition circuits (storage-proofs-update's
-//! `EmptySectorUpdateCompound::circuit`), and the public inputs to verify against.
+//! `EmptySectorUpdateCompound::circuit`), each partition's witness made in pieces on several
+//! threads (`snap::witness`), and the public inputs to verify against.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{anyhow, bail, ensure, Context, Result};
-use bellperson::{Circuit, ConstraintSystem};
 use blstrs::Scalar as Fr;
-use ff::Field;
 use filecoin_hashers::Domain;
 use filecoin_proofs::{DefaultPieceDomain, MerkleTreeTrait};
 use filecoin_proofs_api::RegisteredUpdateProof;
+use rayon::prelude::*;
 use storage_proofs_core::compound_proof::CompoundProof;
 use storage_proofs_core::proof::ProofScheme;
 use storage_proofs_update::constants::TreeRHasher;
@@ -22,8 +22,9 @@ use storage_proofs_update::{
 };
 
 use super::input::SnapInput;
+use super::witness::{self, Piece};
 use super::{params, update_config, update_proof_name};
-use crate::groth16::{CompactWitness, Proof, R1cs, R1csCache, Srs, SrsCache, WitnessBuilder};
+use crate::groth16::{CompactWitness, Proof, R1cs, R1csCache, Srs, SrsCache};
 use crate::job::{proof_bytes, verify_partitions, ProofJob};
 
 /// The per-sector-shape part of a job, behind a trait object so that one `SnapJob` type
@@ -35,9 +36,19 @@ trait Partitions: Send + Sync {
     fn witness(&self, k: usize) -> Result<CompactWitness>;
     fn public_inputs(&self, k: usize) -> Result<Vec<Fr>>;
 
+    /// Partition `k`'s witness from storage-proofs-update's circuit synthesized as it is, in
+    /// one piece on one thread (every hash through bellperson's gadgets): what `witness` must
+    /// reproduce.
+    #[cfg(test)]
+    fn reference_witness(&self, k: usize) -> Result<CompactWitness>;
+
     /// bellperson's own proof of partition `k`: the reference c2q is compared with.
     #[cfg(test)]
     fn reference_proof(&self, k: usize, srs: &Srs, r: Fr, s: Fr) -> Result<Proof>;
+
+    /// The CPU seconds of each piece of partition `k`'s witness, made one after another.
+    #[cfg(test)]
+    fn piece_seconds(&self, k: usize) -> Result<Vec<(Piece, f64)>>;
 }
 
 struct TreePartitions<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> {
@@ -74,13 +85,39 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> Partitions for TreeP
         R1cs::record(circuit_id, blank)
     }
 
+    /// The preamble and each challenge as pieces of their own, on rayon's threads, joined in
+    /// order (`snap::witness`).
     fn witness(&self, k: usize) -> Result<CompactWitness> {
-        let circuit = self.circuit(k)?;
-        // storage-proofs asserts on malformed vanilla proofs; a bad input must be an error,
-        // not a crashed worker.
+        // storage-proofs asserts on malformed vanilla proofs (an empty partition, for one, when
+        // its circuit is made); a bad input must be an error, not a crashed worker.
         let built = catch_unwind(AssertUnwindSafe(|| {
-            let mut cs = WitnessBuilder::new();
-            cs.alloc_input(|| "one", || Ok(Fr::ONE))?;
+            let circuit = self.circuit(k)?;
+            witness::check(&circuit)?;
+            let pieces: Vec<(Piece, Result<_>)> = witness::pieces(&circuit.pub_params)
+                .into_par_iter()
+                .map(|piece| (piece, witness::synthesize_piece(&circuit, piece)))
+                .collect();
+            let mut witness = CompactWitness::default();
+            for (piece, values) in pieces {
+                let (input, aux) = values.with_context(|| format!("{piece}"))?;
+                witness.input.push(input);
+                witness.aux.push(aux);
+            }
+            Ok::<_, anyhow::Error>(witness)
+        }));
+        match built {
+            Ok(result) => result.with_context(|| format!("synthesis of partition {k} failed")),
+            Err(_) => bail!("SnapDeals input is malformed: synthesis of partition {k} aborted"),
+        }
+    }
+
+    #[cfg(test)]
+    fn reference_witness(&self, k: usize) -> Result<CompactWitness> {
+        use bellperson::{Circuit, ConstraintSystem};
+        let built = catch_unwind(AssertUnwindSafe(|| {
+            let circuit = self.circuit(k)?;
+            let mut cs = crate::groth16::WitnessBuilder::new();
+            cs.alloc_input(|| "one", || Ok(<Fr as ff::Field>::ONE))?;
             circuit.synthesize(&mut cs)?;
             let (input, aux) = cs.into_compact();
             Ok::<_, anyhow::Error>(CompactWitness {
@@ -100,6 +137,29 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> Partitions for TreeP
             &self.public_params,
             Some(k),
         )
+    }
+
+    #[cfg(test)]
+    fn piece_seconds(&self, k: usize) -> Result<Vec<(Piece, f64)>> {
+        let thread_cpu = || {
+            // SAFETY: clock_gettime fills the struct it is given.
+            let t = unsafe {
+                let mut t: libc::timespec = std::mem::zeroed();
+                libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t);
+                t
+            };
+            t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
+        };
+        let circuit = self.circuit(k)?;
+        witness::check(&circuit)?;
+        witness::pieces(&circuit.pub_params)
+            .into_iter()
+            .map(|piece| {
+                let started = thread_cpu();
+                witness::synthesize_piece(&circuit, piece)?;
+                Ok((piece, thread_cpu() - started))
+            })
+            .collect()
     }
 
     #[cfg(test)]
@@ -344,6 +404,7 @@ mod tests {
     use super::*;
     use crate::groth16::{self, setup::Quiet, CpuBackend};
     use crate::snap::testdata;
+    use ff::Field;
     use rand::SeedableRng;
 
     const TEST_PARAMS: &str = "/var/tmp/c2q-test-params";
@@ -420,6 +481,86 @@ mod tests {
         SnapJob::new(good).unwrap();
     }
 
+    fn assert_same(ours: &CompactWitness, reference: &CompactWitness, what: &str) {
+        use crate::groth16::CompactValues;
+        // Joined, equal values are equal pieces (a 32 GiB partition's 81M values are not
+        // expanded unless they differ).
+        let joined = |w: &CompactWitness| {
+            (
+                CompactValues::concat(&w.input),
+                CompactValues::concat(&w.aux),
+            )
+        };
+        if joined(ours) == joined(reference) {
+            return;
+        }
+        let (ours, reference) = (ours.expand(), reference.expand());
+        for (part, a, b) in [
+            ("inputs", &ours.0, &reference.0),
+            ("aux", &ours.1, &reference.1),
+        ] {
+            if a != b {
+                let at = a.iter().zip(b).position(|(x, y)| x != y);
+                panic!(
+                    "{what}, {part}: {} values, {} in the reference; first difference at {at:?}",
+                    a.len(),
+                    b.len()
+                );
+            }
+        }
+    }
+
+    /// Real 2 KiB updates: the witness in pieces with SHA-256 on bits is storage-proofs'
+    /// circuit synthesized as it is, variable for variable, and the same on every run.
+    #[test]
+    fn native_witness_of_real_2kib_updates_is_the_gadget_synthesis() {
+        for seed in [31, 32] {
+            let job = SnapJob::new(testdata::update_2kib(1000, 9, seed).unwrap()).unwrap();
+            let ours = job.partitions.witness(0).unwrap();
+            assert_eq!(ours.aux.len(), 1 + 10, "the preamble and 10 challenges");
+            assert_eq!(ours.inputs(), 5);
+            let reference = job.partitions.reference_witness(0).unwrap();
+            assert_same(&ours, &reference, &format!("seed {seed}"));
+            assert_eq!(job.partitions.witness(0).unwrap(), ours);
+        }
+    }
+
+    fn shape_only_job(proof: RegisteredUpdateProof, seed: u64) -> SnapJob {
+        SnapJob::for_benchmark(crate::snap::shape::generate(proof, seed).unwrap()).unwrap()
+    }
+
+    /// A shape-only 8 MiB update (4 partitions with 2 partition bits, 10 challenges of 18 bits,
+    /// 128 apex leaves): the same, for a partition whose bits are not all zero.
+    #[test]
+    fn native_witness_of_a_shape_only_8mib_update_is_the_gadget_synthesis() {
+        let job = shape_only_job(RegisteredUpdateProof::StackedDrg8MiBV1, 5);
+        let k = 3;
+        let ours = job.partitions.witness(k).unwrap();
+        let reference = job.partitions.reference_witness(k).unwrap();
+        assert!(ours.aux_len() > 5_000_000, "{} variables", ours.aux_len());
+        assert_same(&ours, &reference, &format!("partition {k}"));
+    }
+
+    /// Shape-only 32 GiB and 64 GiB updates (TreeR paths with sub-tree levels, and a top-tree
+    /// level at 64 GiB; 86 challenges of 30 and 31 bits): the last partition's witness is
+    /// the gadget synthesis's. About a minute on two cores, so not run by default: `cargo test
+    /// --release --lib -- --ignored native_witness_of_shape_only_32gib_and_64gib`.
+    #[test]
+    #[ignore]
+    fn native_witness_of_shape_only_32gib_and_64gib_updates_is_the_gadget_synthesis() {
+        for proof in [
+            RegisteredUpdateProof::StackedDrg32GiBV1,
+            RegisteredUpdateProof::StackedDrg64GiBV1,
+        ] {
+            let job = shape_only_job(proof, 6);
+            let k = job.partitions() - 1;
+            let ours = job.partitions.witness(k).unwrap();
+            let reference = job.partitions.reference_witness(k).unwrap();
+            assert!(ours.aux_len() > 80_000_000, "{} variables", ours.aux_len());
+            assert_same(&ours, &reference, &format!("{proof:?}, partition {k}"));
+        }
+    }
+
     /// Refused for proving with a one-line reason naming the command that made it, accepted
     /// for benchmarks, its witness of the size of the recorded circuit.
     #[test]
@@ -448,15 +589,121 @@ mod tests {
         let r1cs = job.r1cs().unwrap();
         assert_eq!(witness.inputs(), r1cs.inputs);
         assert_eq!(witness.aux_len(), r1cs.aux);
+        assert_same(
+            &witness,
+            &job.partitions.reference_witness(0).unwrap(),
+            "2 KiB",
+        );
+    }
 
-        // An apex leaf short: refused when the job is built, even for a benchmark.
+    /// A partition proof with a challenge's new leaf that is not the encoding of its data leaf:
+    /// an error from either synthesis, no panic escapes.
+    #[test]
+    fn a_malformed_partition_is_an_error() {
+        use filecoin_proofs::SectorShape2KiB;
         let mut input =
             crate::snap::shape::generate(RegisteredUpdateProof::StackedDrg2KiBV1, 4).unwrap();
-        let mut proof: PartitionProof<filecoin_proofs::SectorShape2KiB> =
+        let mut proof: PartitionProof<SectorShape2KiB> =
+            bincode::deserialize(&input.vanilla_proofs[0]).unwrap();
+        proof.challenge_proofs[1].proof_r_new = proof.challenge_proofs[1].proof_r_old.clone();
+        input.vanilla_proofs[0] = bincode::serialize(&proof).unwrap();
+        let job = SnapJob::for_benchmark(input.clone()).unwrap();
+        let e = format!("{:#}", job.witness(0).unwrap_err());
+        assert!(e.contains("challenge 1") && e.contains("leaf_r_new"), "{e}");
+        assert!(job.partitions.reference_witness(0).is_err());
+
+        // An apex leaf short: refused when the job is built, even for a benchmark.
+        let mut proof: PartitionProof<SectorShape2KiB> =
             bincode::deserialize(&input.vanilla_proofs[0]).unwrap();
         proof.apex_leafs.pop();
         input.vanilla_proofs[0] = bincode::serialize(&proof).unwrap();
         let e = format!("{:#}", SnapJob::for_benchmark(input).unwrap_err());
         assert!(e.contains("7 apex leaves"), "{e}");
+    }
+
+    /// CPU seconds this process has spent, user and system.
+    fn cpu_seconds() -> (f64, f64) {
+        // SAFETY: getrusage fills the struct it is given.
+        let usage = unsafe {
+            let mut usage: libc::rusage = std::mem::zeroed();
+            libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+            usage
+        };
+        let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        (s(usage.ru_utime), s(usage.ru_stime))
+    }
+
+    /// Wall and CPU time of one partition's witness of a shape-only update, native and through
+    /// the gadgets (`C2Q_WITNESS=native` or `gadgets` for one of them; `C2Q_SNAP_PROOF` for
+    /// another update proof than StackedDrg32GiBV1). Not run by default:
+    /// `RAYON_NUM_THREADS=2 cargo test --release --lib -- --ignored --nocapture
+    /// snap_witness_of_a_32gib_partition_timed`.
+    #[test]
+    #[ignore]
+    fn snap_witness_of_a_32gib_partition_timed() {
+        let proof = std::env::var("C2Q_SNAP_PROOF").unwrap_or("StackedDrg32GiBV1".into());
+        let proof = crate::snap::update_proof_from_name(&proof).unwrap();
+        let started = std::time::Instant::now();
+        let job = shape_only_job(proof, 1);
+        eprintln!(
+            "{proof:?}: shape-only input generated and built in {:.2} s",
+            started.elapsed().as_secs_f64()
+        );
+        // The second partition, whose partition bits are not all zero, where there is one.
+        let k = 1.min(job.partitions() - 1);
+        let only = std::env::var("C2Q_WITNESS").unwrap_or_default();
+        if only.is_empty() || only.eq_ignore_ascii_case("native") {
+            // What a machine of many cores can make of the pieces: their CPU seconds, each
+            // made alone, spread longest first over the threads (rayon steals rather than
+            // plans, so this is the best case).
+            let pieces = job.partitions.piece_seconds(k).unwrap();
+            let total: f64 = pieces.iter().map(|p| p.1).sum();
+            let challenges: Vec<f64> = pieces[1..].iter().map(|p| p.1).collect();
+            let longest = challenges.iter().copied().fold(0.0, f64::max);
+            let spread = |threads: usize| {
+                let mut sorted: Vec<f64> = pieces.iter().map(|p| p.1).collect();
+                sorted.sort_by(|a, b| b.total_cmp(a));
+                let mut load = vec![0.0f64; threads];
+                for s in sorted {
+                    let least = (0..threads)
+                        .min_by(|&a, &b| load[a].total_cmp(&load[b]))
+                        .unwrap_or(0);
+                    load[least] += s;
+                }
+                load.into_iter().fold(0.0, f64::max)
+            };
+            eprintln!(
+                "native pieces: {total:.2} CPU s in all, the preamble {:.3} s, {} challenges of \
+                 {:.3} s on average and {longest:.3} s at most; spread over 16 threads {:.2} s, \
+                 over 8 {:.2} s",
+                pieces[0].1,
+                challenges.len(),
+                challenges.iter().sum::<f64>() / challenges.len() as f64,
+                spread(16),
+                spread(8)
+            );
+        }
+        for how in ["native", "gadgets"] {
+            if !only.is_empty() && !how.eq_ignore_ascii_case(&only) {
+                continue;
+            }
+            let (started, (user, sys)) = (std::time::Instant::now(), cpu_seconds());
+            let witness = match how {
+                "native" => job.partitions.witness(k),
+                _ => job.partitions.reference_witness(k),
+            }
+            .unwrap();
+            let wall = started.elapsed().as_secs_f64();
+            let (user2, sys2) = cpu_seconds();
+            eprintln!(
+                "{how}: {} threads, wall {wall:.2} s, user {:.2} s, system {:.2} s, {} aux \
+                 variables in {} pieces",
+                rayon::current_num_threads(),
+                user2 - user,
+                sys2 - sys,
+                witness.aux_len(),
+                witness.aux.len()
+            );
+        }
     }
 }

@@ -11,6 +11,7 @@ mod job;
 pub mod params;
 pub mod shape;
 pub mod testdata;
+mod witness;
 
 use filecoin_proofs::SectorUpdateConfig;
 use filecoin_proofs_api::RegisteredUpdateProof;
