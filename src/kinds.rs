@@ -418,6 +418,34 @@ mod tests {
         assert!(e.message.contains("--shape-only"), "{}", e.message);
     }
 
+    /// A shape-only SnapDeals input is invalid input for good, as a shape-only C1 is.
+    #[test]
+    fn shape_only_snap_input_is_a_permanent_invalid_input() {
+        let proof = filecoin_proofs_api::RegisteredUpdateProof::StackedDrg2KiBV1;
+        let made = snap::shape::generate(proof, 1).unwrap();
+        let decoded = DecodedJob {
+            job: JobV1 {
+                v: 1,
+                job_id: "shape".into(),
+                kind: JobKind::SnapProve,
+                registered_proof: update_proof_name(proof),
+                miner_id: 1000,
+                sector_number: 3,
+                phase1_output: Vec::new(),
+                deadline_unix_ms: None,
+                canary: None,
+            },
+            c1: made.to_json().unwrap(),
+            digest: [0; 32],
+        };
+        let Err(e) = build(&decoded, &Limits::default(), 1) else {
+            panic!("a shape-only SnapDeals input was accepted");
+        };
+        assert_eq!(e.kind, ErrorKind::InvalidInput);
+        assert!(e.kind.is_permanent());
+        assert!(e.message.contains("--shape-only"), "{}", e.message);
+    }
+
     /// The `snap-prove` example in `schemas/examples/` is a whole 2 KiB update: it decodes as
     /// a worker decodes it and builds a job (its vanilla proofs verify), in the snap-2k class;
     /// the same input under another proof name, or tampered, is a permanent failure.

@@ -112,7 +112,9 @@ enum TestdataCommand {
     /// (for benchmarks: it cannot be proved).
     C1(TestC1Args),
     /// Seal a 2 KiB committed-capacity sector, encode random data into it with filecoin-proofs,
-    /// and write the SnapDeals input (`c2q prove` takes it, `c2q submit --snap` queues it).
+    /// and write the SnapDeals input (`c2q prove` takes it, `c2q submit --snap` queues it); or,
+    /// with --shape-only, write a SnapDeals input of any sector size with the real shape and
+    /// random values (for benchmarks: it cannot be proved).
     Snap(TestSnapArgs),
     /// Seal 2 KiB sectors with filecoin-proofs and write a PoSt input: a WindowPoSt partition
     /// of one or two sectors, or with --winning a WinningPoSt (`c2q prove` takes it, `c2q
@@ -140,6 +142,9 @@ struct TestPostArgs {
 
 #[derive(clap::Args)]
 struct TestSnapArgs {
+    /// Registered update proof (the 2 KiB one, or any with --shape-only).
+    #[arg(long, default_value = "StackedDrg2KiBV1")]
+    proof: String,
     /// The miner the sector key is sealed for.
     #[arg(long, default_value_t = 1000)]
     miner: u64,
@@ -148,6 +153,11 @@ struct TestSnapArgs {
     /// Seed for the sector's random data.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Do not seal: write a SnapDeals input with the exact shape of a real update for this
+    /// proof (partitions, challenges, Merkle paths, apex leaves) and random values, in seconds
+    /// even for 32 and 64 GiB. Marked `"c2q_shape_only": true`; `c2q prove` refuses it.
+    #[arg(long)]
+    shape_only: bool,
     #[arg(long)]
     out: PathBuf,
 }
@@ -639,6 +649,15 @@ fn report_generated(out: &porep::params::Generated, progress: &StderrProgress) -
 }
 
 fn test_snap(args: &TestSnapArgs) -> Result<()> {
+    let proof = snap::update_proof_from_name(&args.proof)?;
+    if args.shape_only {
+        return shape_snap(args, proof);
+    }
+    anyhow::ensure!(
+        proof == filecoin_proofs_api::RegisteredUpdateProof::StackedDrg2KiBV1,
+        "only 2 KiB test updates are sealed and encoded ({} needs --shape-only)",
+        args.proof
+    );
     let input = snap::testdata::update_2kib(args.miner, args.sector, args.seed)?;
     std::fs::write(&args.out, input.to_json()?)
         .with_context(|| format!("cannot write {}", args.out.display()))?;
@@ -648,6 +667,39 @@ fn test_snap(args: &TestSnapArgs) -> Result<()> {
         snap::update_proof_name(input.registered_proof),
         args.miner,
         args.sector
+    );
+    Ok(())
+}
+
+fn shape_snap(
+    args: &TestSnapArgs,
+    proof: filecoin_proofs_api::RegisteredUpdateProof,
+) -> Result<()> {
+    let started = Instant::now();
+    let input = snap::shape::generate(proof, args.seed)?;
+    let json = input.to_json()?;
+    std::fs::write(&args.out, &json)
+        .with_context(|| format!("cannot write {}", args.out.display()))?;
+    let total = started.elapsed().as_secs_f64();
+    if total > 1.0 {
+        eprintln!("[{total:6.1} s] generated and written");
+    }
+    if json.len() > snap::MAX_SNAP_INPUT_BYTES {
+        eprintln!(
+            "warning: {} is {} bytes, more than the {} bytes c2q reads as a SnapDeals input",
+            args.out.display(),
+            json.len(),
+            snap::MAX_SNAP_INPUT_BYTES
+        );
+    }
+    println!(
+        "{}: SHAPE-ONLY SnapDeals input (random values, not provable) of a {} update: {} \
+         partitions of {} challenges, {} bytes",
+        args.out.display(),
+        snap::update_proof_name(proof),
+        input.vanilla_proofs.len(),
+        snap::shape::challenges_per_partition(proof),
+        json.len()
     );
     Ok(())
 }

@@ -150,3 +150,59 @@ fn a_2kib_update_is_proved_verified_and_bad_inputs_are_refused() {
         assert!(stderr(&out).contains(reason), "{}", stderr(&out));
     }
 }
+
+/// `testdata snap --shape-only` writes an update input of the real shape with random values,
+/// for any update proof; `prove` and `verify` refuse it as bad input (exit 2, one line);
+/// without `--shape-only` only a 2 KiB update is sealed.
+#[test]
+fn shape_only_update_is_refused_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("shape.json");
+    let made = common::c2q()
+        .args([
+            "testdata",
+            "snap",
+            "--shape-only",
+            "--proof",
+            "StackedDrg8MiBV1",
+            "--out",
+        ])
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", stderr(&made));
+    let said = String::from_utf8_lossy(&made.stdout);
+    assert!(
+        said.contains("SHAPE-ONLY") && said.contains("4 partitions of 10 challenges"),
+        "{said}"
+    );
+    let parsed = c2q::snap::read_snap_input_file(&input).unwrap();
+    assert!(parsed.shape_only);
+    assert_eq!(parsed.vanilla_proofs.len(), 4);
+
+    let proof = dir.path().join("shape.proof");
+    std::fs::write(&proof, [0u8; 4 * 192]).unwrap();
+    for command in [&["prove", "--backend", "cpu"][..], &["verify"][..]] {
+        let mut run = common::c2q();
+        run.args(command).arg(&input);
+        if command[0] == "verify" {
+            run.arg(&proof);
+        }
+        let out = run.output().unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{command:?}: {err}");
+        assert!(
+            err.contains("--shape-only") && err.contains("cannot be proved"),
+            "{command:?}: {err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{command:?}: {err}");
+    }
+
+    let out = common::c2q()
+        .args(["testdata", "snap", "--proof", "StackedDrg8MiBV1", "--out"])
+        .arg(dir.path().join("sealed.json"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("--shape-only"), "{}", stderr(&out));
+}

@@ -159,6 +159,9 @@ pub fn snap_job(request: SnapRequest, limits: &Limits) -> Result<DecodedJob, Ref
             "new_unsealed_cid",
         )?,
         vanilla_proofs,
+        // Curio's protocol carries no marker: a shape-only update's random proofs arrive as
+        // ordinary ones, and fail their verification below.
+        shape_only: false,
     };
     SnapJob::new(input.clone())
         .map_err(|e| Refusal::Unprovable(one_line(&e.context("the update cannot be proved"))))?;
@@ -325,6 +328,29 @@ pub fn one_line(e: &anyhow::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A shape-only update cannot come through Curio's door as one (the protocol carries no
+    /// marker), and its random vanilla proofs do not verify: refused as unprovable.
+    #[test]
+    fn a_shape_only_update_is_refused_as_unprovable() {
+        let proof = crate::snap::REGISTERED_UPDATE_PROOFS[0];
+        let input = crate::snap::shape::generate(proof, 2).unwrap();
+        let request = SnapRequest {
+            proof_number: 0,
+            vanilla_proofs: PartitionProofs::Each(&input.vanilla_proofs),
+            sector_key_cid: &input.comm_r_old,
+            new_sealed_cid: &input.comm_r_new,
+            new_unsealed_cid: &input.comm_d_new,
+            miner: 1000,
+            sector: 1,
+            job_id: None,
+        };
+        match snap_job(request, &Limits::default()) {
+            Err(Refusal::Unprovable(why)) => assert!(why.contains("do not verify"), "{why}"),
+            Err(Refusal::Malformed(why)) => panic!("refused as malformed: {why}"),
+            Ok(_) => panic!("a shape-only update was accepted"),
+        }
+    }
 
     /// Curio's PoSt requests: one request id for every partition of a deadline, so each
     /// partition's payload is a job of its own and the same one sent again the same job; the

@@ -7,7 +7,7 @@ pub mod params;
 pub mod shape;
 pub mod testdata;
 pub mod verify;
-mod witness;
+pub(crate) mod witness;
 
 pub use input::{
     parse_c1, proof_from_name, proof_name, read_c1_file, C1Input, MAX_C1_BYTES, REGISTERED_PROOFS,

@@ -274,7 +274,7 @@ fn generate_tree<Tree: 'static + MerkleTreeTrait>(
 /// The arities of a tree C / tree R_last path, leaf level first: the base levels of one
 /// (sub-)tree, then one level for the sub-trees and one for the top tree where the shape has
 /// them.
-fn tree_levels<Tree: 'static + MerkleTreeTrait>(nodes: usize) -> Result<Vec<usize>> {
+pub(crate) fn tree_levels<Tree: 'static + MerkleTreeTrait>(nodes: usize) -> Result<Vec<usize>> {
     let base = arity::<Tree::Hasher, Tree::Arity>();
     let sub = arity::<Tree::Hasher, Tree::SubTreeArity>();
     let top = arity::<Tree::Hasher, Tree::TopTreeArity>();
@@ -299,8 +299,8 @@ fn arity<H: Hasher, A: PoseidonArity>() -> usize {
         .map_or(0, |(hashes, _)| hashes.len())
 }
 
-/// An inclusion path for `node` under `root` with random siblings: one path element per level,
-/// its position the node's digit in that level's arity.
+/// An inclusion path for `node` under `root` with a random leaf and random siblings: one path
+/// element per level, its position the node's digit in that level's arity.
 fn inclusion_proof<H, A, B, C>(
     levels: &[usize],
     node: usize,
@@ -314,6 +314,24 @@ where
     C: PoseidonArity,
 {
     let leaf = H::Domain::random(rng);
+    inclusion_proof_of(levels, node, leaf, root, rng)
+}
+
+/// An inclusion path for `leaf` at `node` under `root` with random siblings: one path element
+/// per level, its position the node's digit in that level's arity.
+pub(crate) fn inclusion_proof_of<H, A, B, C>(
+    levels: &[usize],
+    node: usize,
+    leaf: H::Domain,
+    root: H::Domain,
+    rng: &mut impl RngCore,
+) -> MerkleProof<H, A, B, C>
+where
+    H: Hasher,
+    A: PoseidonArity,
+    B: PoseidonArity,
+    C: PoseidonArity,
+{
     let mut rest = node;
     let path = levels
         .iter()

@@ -388,9 +388,10 @@ fn comm_d_inclusion<CS: ConstraintSystem<Fr, Root = WitnessBuilder>>(
     Ok(())
 }
 
-/// `Sha256Function::hash_multi_leaf_circuit`: each number's bits (allocated by its
-/// `to_bits_le`), bytes reversed, hashed, and the digest packed.
-fn hash_pair<CS: ConstraintSystem<Fr, Root = WitnessBuilder>>(
+/// `Sha256Function::hash_multi_leaf_circuit` (and `hash2_circuit`, which allocates the same):
+/// each number's bits (allocated by its `to_bits_le`), bytes reversed, hashed, and the digest
+/// packed.
+pub(crate) fn hash_pair<CS: ConstraintSystem<Fr, Root = WitnessBuilder>>(
     mut cs: CS,
     leaves: &[AllocatedNum<Fr>],
 ) -> Result<AllocatedNum<Fr>> {

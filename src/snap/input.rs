@@ -15,7 +15,8 @@
 //! lotus pass on to `ProveReplicaUpdate2`, as Go's `json.Marshal([][]byte)` writes it: one
 //! base64 string per partition. `registered_proof` is the update proof's name or its number
 //! (lotus's `abi.RegisteredUpdateProof`); commitments are CIDs as lotus prints them (sector key
-//! and new sealed CID, new unsealed CID) or 64 hex digits.
+//! and new sealed CID, new unsealed CID) or 64 hex digits. An input made by `c2q testdata snap
+//! --shape-only` (`snap::shape`) also carries `"c2q_shape_only": true`.
 
 use std::path::Path;
 
@@ -26,6 +27,9 @@ use serde::Deserialize;
 
 use super::commitment::{self, CommitmentKind};
 use super::{update_proof_from_name, update_proof_name};
+
+/// The key that marks an input as shape-only (as `porep::shape::MARKER` marks a C1 output).
+pub const SHAPE_ONLY_KEY: &str = "c2q_shape_only";
 
 /// The largest input accepted. A 32 GiB sector's 16 vanilla partition proofs are ~10 MB in
 /// base64; 64 GiB ones a little more.
@@ -43,6 +47,9 @@ pub struct SnapInput {
     pub comm_d_new: [u8; 32],
     /// One `PartitionProofBytes` per partition, as filecoin-ffi serializes them.
     pub vanilla_proofs: Vec<Vec<u8>>,
+    /// Made by `c2q testdata snap --shape-only`: a real update's shape with random values, for
+    /// benchmarks only (the `c2q_shape_only` key, see `snap::shape`).
+    pub shape_only: bool,
 }
 
 #[derive(Deserialize)]
@@ -53,6 +60,8 @@ struct Document {
     comm_r_new: String,
     comm_d_new: String,
     vanilla_proofs: Vec<String>,
+    #[serde(default)]
+    c2q_shape_only: bool,
 }
 
 /// Parse a SnapDeals input document.
@@ -96,6 +105,7 @@ pub fn parse_snap_input(bytes: &[u8]) -> Result<SnapInput> {
         comm_r_new,
         comm_d_new,
         vanilla_proofs,
+        shape_only: doc.c2q_shape_only,
     })
 }
 
@@ -134,16 +144,25 @@ pub fn is_snap_input_file(path: &Path) -> Result<bool> {
 }
 
 impl SnapInput {
-    /// The document [`parse_snap_input`] reads, commitments as CIDs.
+    /// The document [`parse_snap_input`] reads, commitments as CIDs (and the shape-only
+    /// marker in front where it is one).
     pub fn to_json(&self) -> Result<Vec<u8>> {
         let b64 = base64::engine::general_purpose::STANDARD;
-        Ok(serde_json::to_vec(&serde_json::json!({
+        let mut doc = serde_json::Map::new();
+        if self.shape_only {
+            doc.insert(SHAPE_ONLY_KEY.into(), true.into());
+        }
+        let fields = serde_json::json!({
             "registered_proof": update_proof_name(self.registered_proof),
             "comm_r_old": commitment::cid_text(&self.comm_r_old, CommitmentKind::Sealed),
             "comm_r_new": commitment::cid_text(&self.comm_r_new, CommitmentKind::Sealed),
             "comm_d_new": commitment::cid_text(&self.comm_d_new, CommitmentKind::Unsealed),
             "vanilla_proofs": self.vanilla_proofs.iter().map(|p| b64.encode(p)).collect::<Vec<_>>(),
-        }))?)
+        });
+        if let serde_json::Value::Object(fields) = fields {
+            doc.extend(fields);
+        }
+        Ok(serde_json::to_vec(&doc)?)
     }
 
     pub fn sector_size(&self) -> u64 {
@@ -162,6 +181,7 @@ mod tests {
             comm_r_new: [2; 32],
             comm_d_new: [3; 32],
             vanilla_proofs: vec![vec![4, 5, 6], vec![7; 40]],
+            shape_only: false,
         }
     }
 
@@ -179,6 +199,22 @@ mod tests {
             br#"{"registered_proof": "StackedDrg2KiBV1_1", "comm_r": []}"#
         ));
         assert!(!is_snap_input(b"not json"));
+
+        // The shape-only marker round-trips, and is written only where it is set.
+        assert!(!String::from_utf8(input.to_json().unwrap())
+            .unwrap()
+            .contains(SHAPE_ONLY_KEY));
+        let marked = SnapInput {
+            shape_only: true,
+            ..input.clone()
+        };
+        let json = marked.to_json().unwrap();
+        assert!(json.starts_with(br#"{"c2q_shape_only":true,"#));
+        assert_eq!(parse_snap_input(&json).unwrap(), marked);
+        assert!(is_snap_input(&json));
+        let mut doc: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        doc[SHAPE_ONLY_KEY] = serde_json::json!("yes");
+        assert!(parse_snap_input(&serde_json::to_vec(&doc).unwrap()).is_err());
     }
 
     #[test]

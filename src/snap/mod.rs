@@ -9,7 +9,9 @@ pub mod commitment;
 mod input;
 mod job;
 pub mod params;
+pub mod shape;
 pub mod testdata;
+mod witness;
 
 use filecoin_proofs::SectorUpdateConfig;
 use filecoin_proofs_api::RegisteredUpdateProof;
@@ -18,7 +20,7 @@ pub use input::{
     is_snap_input, is_snap_input_file, parse_snap_input, read_snap_input_file, SnapInput,
     MAX_SNAP_INPUT_BYTES,
 };
-pub use job::SnapJob;
+pub use job::{SnapJob, SHAPE_ONLY_REFUSED};
 
 /// Every registered update proof, smallest sector first.
 pub const REGISTERED_UPDATE_PROOFS: [RegisteredUpdateProof; 5] = [

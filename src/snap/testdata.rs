@@ -84,6 +84,7 @@ pub fn update_2kib(miner: u64, sector: u64, rng_seed: u64) -> Result<SnapInput> 
         comm_r_new: encoded.comm_r_new,
         comm_d_new: encoded.comm_d_new,
         vanilla_proofs: vanilla.into_iter().map(|p| p.0).collect(),
+        shape_only: false,
     })
 }
 
