@@ -116,7 +116,8 @@ enum TestdataCommand {
     Snap(TestSnapArgs),
     /// Seal 2 KiB sectors with filecoin-proofs and write a PoSt input: a WindowPoSt partition
     /// of one or two sectors, or with --winning a WinningPoSt (`c2q prove` takes it, `c2q
-    /// submit` queues it).
+    /// submit` queues it); or, with --shape-only, write a PoSt input of any registered PoSt
+    /// proof with the real shape and random values (for benchmarks: it cannot be proved).
     Post(TestPostArgs),
 }
 
@@ -134,6 +135,16 @@ struct TestPostArgs {
     /// Seed for the sectors' data and the randomness.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Do not seal: write an input with the exact shape of a real one for --proof (a full
+    /// WindowPoSt partition, or a WinningPoSt's one sector: sectors, challenges, Merkle paths)
+    /// and random values, in seconds even for 32 and 64 GiB. Marked `"c2q_shape_only": true`;
+    /// `c2q prove` refuses it.
+    #[arg(long, requires = "proof", conflicts_with_all = ["winning", "sectors"])]
+    shape_only: bool,
+    /// Registered PoSt proof of a --shape-only input: a name such as StackedDrgWindow32GiBV1_2
+    /// or StackedDrgWinning32GiBV1, or Go's number.
+    #[arg(long, requires = "shape_only")]
+    proof: Option<String>,
     #[arg(long)]
     out: PathBuf,
 }
@@ -653,6 +664,9 @@ fn test_snap(args: &TestSnapArgs) -> Result<()> {
 }
 
 fn test_post(args: &TestPostArgs) -> Result<()> {
+    if let (true, Some(proof)) = (args.shape_only, &args.proof) {
+        return shape_post(args, post::post_proof_from_name(proof)?);
+    }
     let input = if args.winning {
         post::testdata::winning_2kib(args.miner, args.seed)?
     } else {
@@ -666,6 +680,37 @@ fn test_post(args: &TestPostArgs) -> Result<()> {
         post::post_proof_name(input.registered_proof),
         args.miner,
         input.vanilla_proofs.len()
+    );
+    Ok(())
+}
+
+fn shape_post(args: &TestPostArgs, proof: filecoin_proofs_api::RegisteredPoStProof) -> Result<()> {
+    let started = Instant::now();
+    let input = post::shape::generate(proof, args.miner, args.seed)?;
+    let json = input.to_json()?;
+    std::fs::write(&args.out, &json)
+        .with_context(|| format!("cannot write {}", args.out.display()))?;
+    let total = started.elapsed().as_secs_f64();
+    if total > 1.0 {
+        eprintln!("[{total:6.1} s] generated and written");
+    }
+    if json.len() > post::MAX_POST_INPUT_BYTES {
+        eprintln!(
+            "warning: {} is {} bytes, more than the {} bytes c2q reads as a PoSt input",
+            args.out.display(),
+            json.len(),
+            post::MAX_POST_INPUT_BYTES
+        );
+    }
+    println!(
+        "{}: SHAPE-ONLY PoSt input (random values, not provable) of a {} for miner {}: {} \
+         sector(s) of {} challenges, {} bytes",
+        args.out.display(),
+        post::post_proof_name(proof),
+        args.miner,
+        input.vanilla_proofs.len(),
+        proof.as_v1_config().challenge_count,
+        json.len()
     );
     Ok(())
 }

@@ -274,7 +274,7 @@ fn generate_tree<Tree: 'static + MerkleTreeTrait>(
 /// The arities of a tree C / tree R_last path, leaf level first: the base levels of one
 /// (sub-)tree, then one level for the sub-trees and one for the top tree where the shape has
 /// them.
-fn tree_levels<Tree: 'static + MerkleTreeTrait>(nodes: usize) -> Result<Vec<usize>> {
+pub(crate) fn tree_levels<Tree: 'static + MerkleTreeTrait>(nodes: usize) -> Result<Vec<usize>> {
     let base = arity::<Tree::Hasher, Tree::Arity>();
     let sub = arity::<Tree::Hasher, Tree::SubTreeArity>();
     let top = arity::<Tree::Hasher, Tree::TopTreeArity>();
@@ -301,7 +301,7 @@ fn arity<H: Hasher, A: PoseidonArity>() -> usize {
 
 /// An inclusion path for `node` under `root` with random siblings: one path element per level,
 /// its position the node's digit in that level's arity.
-fn inclusion_proof<H, A, B, C>(
+pub(crate) fn inclusion_proof<H, A, B, C>(
     levels: &[usize],
     node: usize,
     root: H::Domain,
