@@ -1,8 +1,12 @@
 //! `c2q bench pipeline`: full-size jobs through the worker's pipeline, without a sealing farm
 //! or a 47 GB parameter download.
 //!
-//! Inputs are shape-only C1 outputs (`porep::shape`: the real structure, random values), so
-//! the circuits, constraints, witnesses and products are exactly a real sector's. The SRS has
+//! Inputs are shape-only (the real structure, random values): C1 outputs for PoRep
+//! (`porep::shape`), vanilla update proofs for SnapDeals (`snap::shape`), vanilla sector
+//! proofs for PoSt (`post::shape`), so the circuits, constraints, witnesses and products are
+//! exactly a real sector's. With `urgent`, one PoSt job is sent through the pipeline's urgent
+//! lane once the first job's second partition is proved (the pipeline full), and how long it
+//! waited for a GPU behind the others is reported. The SRS has
 //! the shape the recorded constraints call for (every point count of the real `.params`
 //! file) with random points made here. Nothing of that can verify, so verification is
 //! skipped, and the report says so. Everything else is the path a worker's job takes:
@@ -29,15 +33,91 @@ use crate::gate::budget::Budget;
 use crate::gate::Gate;
 use crate::groth16::curve::BatchAffine;
 use crate::groth16::{Backend, CompactWitness, Proof, R1cs, Srs, SrsKey, VerifyingKey};
+use crate::gate::Estimate;
 use crate::job::ProofJob;
 use crate::kinds;
 use crate::pipeline::{PartitionDone, Pipeline, Priority, Proved, Submission};
 use crate::porep::{self, C1Input, PorepJob};
+use crate::post::{self, PostJob};
+use crate::snap::{self, SnapJob};
+use filecoin_proofs_api::{RegisteredPoStProof, RegisteredSealProof, RegisteredUpdateProof};
+
+/// The proof a benchmark's jobs are of.
+#[derive(Clone, Copy, Debug)]
+pub enum BenchProof {
+    Porep(RegisteredSealProof),
+    Update(RegisteredUpdateProof),
+    Post(RegisteredPoStProof),
+}
+
+impl BenchProof {
+    /// The proof of this name: a SnapDeals update proof where `update` (its names are the
+    /// V1 PoRep proofs'), else a PoSt proof (`StackedDrgWindow…`, `StackedDrgWinning…`) or a
+    /// PoRep proof.
+    pub fn from_name(name: &str, update: bool) -> Result<BenchProof> {
+        if update {
+            return Ok(BenchProof::Update(snap::update_proof_from_name(name)?));
+        }
+        if name.starts_with("StackedDrgWindow") || name.starts_with("StackedDrgWinning") {
+            return Ok(BenchProof::Post(post::post_proof_from_name(name)?));
+        }
+        Ok(BenchProof::Porep(porep::proof_from_name(name)?))
+    }
+
+    pub fn name(&self) -> String {
+        match self {
+            BenchProof::Porep(p) => porep::proof_name(*p).to_string(),
+            BenchProof::Update(p) => format!("{} (update)", snap::update_proof_name(*p)),
+            BenchProof::Post(p) => post::post_proof_name(*p),
+        }
+    }
+
+    /// Shape-only job number `k` of this proof, and its sector size.
+    fn shape_only_job(&self, k: u64) -> Result<(Arc<dyn ProofJob>, u64)> {
+        Ok(match *self {
+            BenchProof::Porep(proof) => {
+                let shape = porep::shape::generate(proof, 1000, k, k, &|_, _| {})?;
+                let job = PorepJob::for_benchmark(
+                    C1Input {
+                        output: shape.output,
+                        sector_number: None,
+                        shape_only: true,
+                    },
+                    1000,
+                    k,
+                )?;
+                let size = job.sector_size();
+                (Arc::new(job), size)
+            }
+            BenchProof::Update(proof) => {
+                let job = SnapJob::for_benchmark(snap::shape::generate(proof, k)?)?;
+                let size = job.sector_size();
+                (Arc::new(job), size)
+            }
+            BenchProof::Post(proof) => {
+                let job = PostJob::for_benchmark(post::shape::generate(proof, 1000, k)?)?;
+                let size = job.sector_size();
+                (Arc::new(job), size)
+            }
+        })
+    }
+
+    /// What a worker's gate reserves for a job of this proof.
+    fn estimate(&self, sector_size: u64, partitions: u64, in_flight: u64) -> Estimate {
+        match *self {
+            BenchProof::Porep(_) => kinds::porep_estimate(sector_size, partitions, in_flight),
+            BenchProof::Update(_) => kinds::snap_estimate(sector_size, partitions, in_flight),
+            BenchProof::Post(p) => kinds::post_estimate(post::is_window(p), sector_size, in_flight),
+        }
+    }
+}
 
 /// What to run.
 pub struct PipelineBench {
-    pub proof: filecoin_proofs_api::RegisteredSealProof,
+    pub proof: BenchProof,
     pub jobs: usize,
+    /// A PoSt proof: one job of it sent through the urgent lane while the others are proved.
+    pub urgent: Option<RegisteredPoStProof>,
     pub backends: Vec<Arc<dyn Backend>>,
     /// Device memory peaks, read after the run (one per GPU; empty on the CPU backend).
     pub device_peaks: Vec<Arc<dyn Fn() -> u64 + Send + Sync>>,
@@ -47,9 +127,9 @@ pub struct PipelineBench {
     pub budget: Budget,
 }
 
-/// A benchmark job: a shape-only PoRep job with a generated SRS, never verified.
+/// A benchmark job: a shape-only job with a generated SRS, never verified.
 struct BenchJob {
-    job: PorepJob,
+    job: Arc<dyn ProofJob>,
     srs: Arc<Srs>,
 }
 
@@ -113,6 +193,25 @@ pub struct PipelineReport {
     pub peak_rss_bytes: u64,
     pub device_peak_bytes: Vec<u64>,
     pub gate: GateReport,
+    /// The urgent job sent among the others, where there was one.
+    pub urgent: Option<UrgentReport>,
+}
+
+/// The urgent job: when it came, how long it waited for a GPU, and when it was proved.
+#[derive(Clone, Debug, Serialize)]
+pub struct UrgentReport {
+    pub proof: String,
+    pub constraints: usize,
+    /// Seconds after the first job was submitted.
+    pub submitted_at_s: f64,
+    /// From submission to its partition's proving start (its witness computed meanwhile).
+    pub to_start_s: f64,
+    /// Its witness, and how long it then waited for a GPU busy with another job's partition.
+    pub witness_s: f64,
+    pub waited_for_gpu_s: f64,
+    pub start_s: f64,
+    /// From submission to its verified proof (verification skipped, as for the others).
+    pub total_s: f64,
 }
 
 /// The memory gate's view of the run, against what the process really held.
@@ -151,26 +250,21 @@ pub struct WitnessCensus {
     pub compact_bytes: usize,
 }
 
+/// The urgent job, ready before the run.
+struct UrgentJob {
+    proof: RegisteredPoStProof,
+    job: Arc<dyn ProofJob>,
+    constraints: usize,
+    estimate: Estimate,
+}
+
 /// Run the benchmark. Progress goes to stderr.
 pub fn run(bench: PipelineBench) -> Result<PipelineReport> {
     ensure!(bench.jobs >= 1, "--jobs must be at least 1");
-    let name = porep::proof_name(bench.proof);
+    let name = bench.proof.name();
     let t = Instant::now();
-    eprintln!("making a shape-only {name} C1 output (random values, the real structure) …");
-    let job_for = |sector: u64| -> Result<PorepJob> {
-        let shape = porep::shape::generate(bench.proof, 1000, sector, sector, &|_, _| {})?;
-        PorepJob::for_benchmark(
-            C1Input {
-                output: shape.output,
-                sector_number: None,
-                shape_only: true,
-            },
-            1000,
-            sector,
-        )
-    };
-    let first = job_for(1)?;
-    let sector_size = first.sector_size();
+    eprintln!("making a shape-only {name} input (random values, the real structure) …");
+    let (first, sector_size) = bench.proof.shape_only_job(1)?;
     let t_alone = Instant::now();
     eprintln!(
         "[{:6.1} s] one partition's witness, alone …",
@@ -213,17 +307,17 @@ pub fn run(bench: PipelineBench) -> Result<PipelineReport> {
     );
     let start_alone_s = start_alone(&*bench.backends[0], &srs, &r1cs, &sample.packed(), &t)?;
     drop(sample);
+    let partitions = first.partitions();
     let mut jobs: Vec<Arc<dyn ProofJob>> = vec![Arc::new(BenchJob {
         job: first,
         srs: srs.clone(),
     })];
     for k in 1..bench.jobs {
         jobs.push(Arc::new(BenchJob {
-            job: job_for(1 + k as u64)?,
+            job: bench.proof.shape_only_job(1 + k as u64)?.0,
             srs: srs.clone(),
         }));
     }
-    let partitions = jobs[0].partitions();
     let backend_names: Vec<String> = bench.backends.iter().map(|b| b.name()).collect();
     let gpus = bench.backends.len();
     // The worker's gate and estimates: the SRS reserved once for the run (it stays loaded),
@@ -234,7 +328,9 @@ pub fn run(bench: PipelineBench) -> Result<PipelineReport> {
         ..PipelineConfig::default()
     }
     .partitions_in_flight();
-    let est = kinds::porep_estimate(sector_size, partitions as u64, in_flight);
+    let est = bench
+        .proof
+        .estimate(sector_size, partitions as u64, in_flight);
     let Some(_srs_reservation) = gate.try_reserve(est.srs_bytes) else {
         bail!(
             "the memory budget for jobs ({:.1} GB) cannot hold the parameters' estimate ({:.1} GB)",
@@ -242,11 +338,32 @@ pub fn run(bench: PipelineBench) -> Result<PipelineReport> {
             gb(est.srs_bytes)
         );
     };
+    let urgent = match bench.urgent {
+        None => None,
+        Some(proof) => Some(urgent_job(proof, &t, in_flight)?),
+    };
+    // The urgent job's parameters and working set stay reserved for it, as a worker keeps
+    // room for urgent jobs beside its others.
+    let _urgent_reservation = match &urgent {
+        None => None,
+        Some(u) => {
+            let bytes = u.estimate.srs_bytes + u.estimate.work(1);
+            let Some(r) = gate.try_reserve(bytes) else {
+                bail!(
+                    "the memory budget for jobs ({:.1} GB) cannot hold the urgent job ({:.1} GB) \
+                     beside the parameters",
+                    gb(bench.budget.jobs),
+                    gb(bytes)
+                );
+            };
+            Some(r)
+        }
+    };
     ensure!(
-        est.srs_bytes + est.work(est.partitions) <= bench.budget.jobs,
+        est.work(est.partitions) <= gate.free(),
         "the memory budget for jobs ({:.1} GB) cannot admit one {name} job ({:.1} GB)",
         gb(bench.budget.jobs),
-        gb(est.srs_bytes + est.work(est.partitions))
+        gb(gate.used() + est.work(est.partitions))
     );
     let admit = tokio::runtime::Builder::new_current_thread()
         .build()
@@ -261,13 +378,31 @@ pub fn run(bench: PipelineBench) -> Result<PipelineReport> {
     let run_start = Instant::now();
     let answers = Mutex::new(Vec::new());
     let done_at: Mutex<Vec<f64>> = Mutex::new(Vec::new());
+    // The urgent job goes in once the first job's second partition is proved (its first, for
+    // a job of one or two partitions): the pipeline is full by then.
+    let (pipeline_full, when_full) = std::sync::mpsc::channel::<()>();
+    let urgent_trigger = partitions.saturating_sub(1).clamp(1, 2);
+    let urgent_report: Mutex<Option<Result<UrgentReport>>> = Mutex::new(None);
     std::thread::scope(|scope| -> Result<()> {
+        if let Some(u) = &urgent {
+            let (pipeline, urgent_report) = (&pipeline, &urgent_report);
+            scope.spawn(move || {
+                if when_full.recv().is_err() {
+                    return;
+                }
+                let report = prove_urgent(pipeline, u, run_start, &t);
+                *urgent_report.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
+            });
+        } else {
+            drop(when_full);
+        }
         let mut waiters = Vec::new();
         for (k, job) in jobs.into_iter().enumerate() {
             let (done, answer) = oneshot::channel();
             let reservation = Arc::new(admit.block_on(gate.reserve(est.work(est.partitions))));
             let held = reservation.clone();
             let est = est.clone();
+            let full = (k == 0).then(|| Mutex::new(Some(pipeline_full.clone())));
             let progress: crate::pipeline::Progress = Box::new(move |d: PartitionDone| {
                 let remaining = d.remaining as u64;
                 held.shrink_to(match d.products_on_gpu {
@@ -279,6 +414,13 @@ pub fn run(bench: PipelineBench) -> Result<PipelineReport> {
                     t.elapsed().as_secs_f64(),
                     partitions - d.remaining
                 );
+                if partitions - d.remaining >= urgent_trigger {
+                    if let Some(full) = &full {
+                        if let Some(tx) = full.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                            let _ = tx.send(());
+                        }
+                    }
+                }
             });
             pipeline.submit(Submission {
                 id: format!("bench-{k}"),
@@ -301,6 +443,7 @@ pub fn run(bench: PipelineBench) -> Result<PipelineReport> {
                     .push(result);
             }));
         }
+        drop(pipeline_full);
         for w in waiters {
             let _ = w.join();
         }
@@ -379,8 +522,79 @@ pub fn run(bench: PipelineBench) -> Result<PipelineReport> {
             peak_reserved_bytes: gate.peak_used(),
             within_budget: peak_rss_bytes <= bench.budget.total,
         },
+        urgent: urgent_report
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner())
+            .transpose()?,
     };
     Ok(report)
+}
+
+/// The urgent job of `proof`: a shape-only input, its constraints and an SRS of their shape.
+fn urgent_job(proof: RegisteredPoStProof, t: &Instant, in_flight: u64) -> Result<UrgentJob> {
+    let shape = BenchProof::Post(proof);
+    eprintln!(
+        "[{:6.1} s] the urgent job: a shape-only {} input, its constraints and SRS …",
+        t.elapsed().as_secs_f64(),
+        shape.name()
+    );
+    let (job, sector_size) = shape.shape_only_job(1)?;
+    let r1cs = job.r1cs()?;
+    let srs = Arc::new(shaped_srs(&r1cs, &format!("bench-shape-{}", shape.name()))?);
+    Ok(UrgentJob {
+        proof,
+        constraints: r1cs.constraints(),
+        estimate: shape.estimate(sector_size, 1, in_flight),
+        job: Arc::new(BenchJob { job, srs }),
+    })
+}
+
+/// Sends the urgent job through the urgent lane and times it.
+fn prove_urgent(
+    pipeline: &Pipeline,
+    urgent: &UrgentJob,
+    run_start: Instant,
+    t: &Instant,
+) -> Result<UrgentReport> {
+    let submitted = Instant::now();
+    let submitted_at_s = run_start.elapsed().as_secs_f64();
+    eprintln!(
+        "[{:6.1} s] the urgent {} job comes in",
+        t.elapsed().as_secs_f64(),
+        post::post_proof_name(urgent.proof)
+    );
+    let (done, answer) = oneshot::channel();
+    pipeline.submit(Submission {
+        id: "bench-urgent".into(),
+        job: urgent.job.clone(),
+        priority: Priority::Urgent,
+        progress: Box::new(|_| {}),
+        done,
+    })?;
+    let proved = answer
+        .blocking_recv()
+        .context("the pipeline stopped without answering the urgent job")?
+        .map_err(|e| anyhow::anyhow!("the urgent job failed: {e}"))?;
+    let total_s = submitted.elapsed().as_secs_f64();
+    let timing = proved
+        .timings
+        .first()
+        .context("the urgent job has no partition")?;
+    let s = |ms: u64| ms as f64 / 1e3;
+    eprintln!(
+        "[{:6.1} s] the urgent job is proved, {total_s:.2} s after it came",
+        t.elapsed().as_secs_f64()
+    );
+    Ok(UrgentReport {
+        proof: post::post_proof_name(urgent.proof),
+        constraints: urgent.constraints,
+        submitted_at_s,
+        to_start_s: s(timing.start_start_ms),
+        witness_s: s(timing.synth_end_ms.saturating_sub(timing.synth_start_ms)),
+        waited_for_gpu_s: s(timing.start_start_ms.saturating_sub(timing.products_end_ms)),
+        start_s: s(timing.start_end_ms.saturating_sub(timing.start_start_ms)),
+        total_s,
+    })
 }
 
 /// Two proving starts of one partition from its packed witness, timed: the first makes the
@@ -511,6 +725,16 @@ pub fn print_table(r: &PipelineReport) {
         "| before the run: constraints / SRS generation (s) | {:.1} / {:.1} |",
         r.r1cs_s, r.srs_gen_s
     );
+    if let Some(u) = &r.urgent {
+        eprintln!(
+            "| urgent {} ({} constraints), came at {:.1} s: to its proving start / total (s) | {:.2} / {:.2} |",
+            u.proof, u.constraints, u.submitted_at_s, u.to_start_s, u.total_s
+        );
+        eprintln!(
+            "| urgent: witness / waited for a GPU / proving start (s) | {:.2} / {:.2} / {:.2} |",
+            u.witness_s, u.waited_for_gpu_s, u.start_s
+        );
+    }
 }
 
 /// The process's peak resident memory (VmHWM), in bytes; 0 where /proc does not tell.
@@ -614,7 +838,6 @@ fn gb(bytes: u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use filecoin_proofs_api::RegisteredSealProof;
 
     /// The benchmark runs a 2 KiB shape through the pipeline on the CPU backend and reports
     /// every stage; the SRS it makes has exactly the point counts of the real parameters.
@@ -625,8 +848,9 @@ mod tests {
         let one_job = kinds::porep_estimate(2048, 1, 3);
         let jobs_budget = one_job.srs_bytes + one_job.work(1);
         let bench = |jobs_budget: u64| PipelineBench {
-            proof: RegisteredSealProof::StackedDrg2KiBV1_1,
+            proof: BenchProof::Porep(RegisteredSealProof::StackedDrg2KiBV1_1),
             jobs: 2,
+            urgent: None,
             backends: vec![Arc::new(crate::groth16::CpuBackend)],
             device_peaks: vec![],
             synthesis_threads: 1,

@@ -446,6 +446,45 @@ mod tests {
         assert!(e.message.contains("--shape-only"), "{}", e.message);
     }
 
+    /// A shape-only PoSt input is invalid input for good, whichever kind carries it.
+    #[test]
+    fn shape_only_post_input_is_a_permanent_invalid_input() {
+        use filecoin_proofs_api::RegisteredPoStProof;
+        for (proof, kind) in [
+            (
+                RegisteredPoStProof::StackedDrgWindow2KiBV1_2,
+                JobKind::WindowPost,
+            ),
+            (
+                RegisteredPoStProof::StackedDrgWinning2KiBV1,
+                JobKind::WinningPost,
+            ),
+        ] {
+            let input = post::shape::generate(proof, 1000, 1).unwrap();
+            let decoded = DecodedJob {
+                job: JobV1 {
+                    v: 1,
+                    job_id: "shape".into(),
+                    kind,
+                    registered_proof: post_proof_name(proof),
+                    miner_id: 1000,
+                    sector_number: 0,
+                    phase1_output: Vec::new(),
+                    deadline_unix_ms: None,
+                    canary: None,
+                },
+                c1: input.to_json().unwrap(),
+                digest: [0; 32],
+            };
+            let Err(e) = build(&decoded, &Limits::default(), 1) else {
+                panic!("a shape-only PoSt input was accepted");
+            };
+            assert_eq!(e.kind, ErrorKind::InvalidInput);
+            assert!(e.kind.is_permanent());
+            assert!(e.message.contains("--shape-only"), "{}", e.message);
+        }
+    }
+
     /// The `snap-prove` example in `schemas/examples/` is a whole 2 KiB update: it decodes as
     /// a worker decodes it and builds a job (its vanilla proofs verify), in the snap-2k class;
     /// the same input under another proof name, or tampered, is a permanent failure.

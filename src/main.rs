@@ -75,9 +75,17 @@ enum BenchCommand {
 
 #[derive(clap::Args)]
 struct BenchPipelineArgs {
-    /// Registered PoRep proof, e.g. StackedDrg32GiBV1_1.
+    /// Registered proof: PoRep (StackedDrg32GiBV1_1), PoSt (StackedDrgWindow32GiBV1_2,
+    /// StackedDrgWinning32GiBV1), or with --snap a SnapDeals update proof (StackedDrg32GiBV1).
     #[arg(long)]
     proof: String,
+    /// --proof names a SnapDeals update proof.
+    #[arg(long)]
+    snap: bool,
+    /// A PoSt proof (e.g. StackedDrgWinning32GiBV1): one job of it is sent through the urgent
+    /// lane once the pipeline is full, and its wait behind the others is reported.
+    #[arg(long, value_name = "POST_PROOF")]
+    urgent: Option<String>,
     /// Jobs to prove one after another (at least 2 for a steady-state figure).
     #[arg(long, default_value_t = 3)]
     jobs: usize,
@@ -118,7 +126,8 @@ enum TestdataCommand {
     Snap(TestSnapArgs),
     /// Seal 2 KiB sectors with filecoin-proofs and write a PoSt input: a WindowPoSt partition
     /// of one or two sectors, or with --winning a WinningPoSt (`c2q prove` takes it, `c2q
-    /// submit` queues it).
+    /// submit` queues it); or, with --shape-only, write a PoSt input of any registered PoSt
+    /// proof with the real shape and random values (for benchmarks: it cannot be proved).
     Post(TestPostArgs),
 }
 
@@ -136,6 +145,16 @@ struct TestPostArgs {
     /// Seed for the sectors' data and the randomness.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Do not seal: write an input with the exact shape of a real one for --proof (a full
+    /// WindowPoSt partition, or a WinningPoSt's one sector: sectors, challenges, Merkle paths)
+    /// and random values, in seconds even for 32 and 64 GiB. Marked `"c2q_shape_only": true`;
+    /// `c2q prove` refuses it.
+    #[arg(long, requires = "proof", conflicts_with_all = ["winning", "sectors"])]
+    shape_only: bool,
+    /// Registered PoSt proof of a --shape-only input: a name such as StackedDrgWindow32GiBV1_2
+    /// or StackedDrgWinning32GiBV1, or Go's number.
+    #[arg(long, requires = "shape_only")]
+    proof: Option<String>,
     #[arg(long)]
     out: PathBuf,
 }
@@ -353,7 +372,12 @@ fn fail(code: u8, e: &anyhow::Error) -> ExitCode {
 
 fn bench_pipeline(args: BenchPipelineArgs) -> Result<()> {
     use std::sync::Arc;
-    let proof = porep::proof_from_name(&args.proof)?;
+    let proof = c2q::bench::BenchProof::from_name(&args.proof, args.snap)?;
+    let urgent = args
+        .urgent
+        .as_deref()
+        .map(c2q::post::post_proof_from_name)
+        .transpose()?;
     let limit = args
         .gpu_memory_gib
         .map(c2q::config::gib_to_bytes)
@@ -388,6 +412,7 @@ fn bench_pipeline(args: BenchPipelineArgs) -> Result<()> {
     let report = c2q::bench::run(c2q::bench::PipelineBench {
         proof,
         jobs: args.jobs,
+        urgent,
         backends,
         device_peaks,
         synthesis_threads: args
@@ -705,6 +730,9 @@ fn shape_snap(
 }
 
 fn test_post(args: &TestPostArgs) -> Result<()> {
+    if let (true, Some(proof)) = (args.shape_only, &args.proof) {
+        return shape_post(args, post::post_proof_from_name(proof)?);
+    }
     let input = if args.winning {
         post::testdata::winning_2kib(args.miner, args.seed)?
     } else {
@@ -718,6 +746,37 @@ fn test_post(args: &TestPostArgs) -> Result<()> {
         post::post_proof_name(input.registered_proof),
         args.miner,
         input.vanilla_proofs.len()
+    );
+    Ok(())
+}
+
+fn shape_post(args: &TestPostArgs, proof: filecoin_proofs_api::RegisteredPoStProof) -> Result<()> {
+    let started = Instant::now();
+    let input = post::shape::generate(proof, args.miner, args.seed)?;
+    let json = input.to_json()?;
+    std::fs::write(&args.out, &json)
+        .with_context(|| format!("cannot write {}", args.out.display()))?;
+    let total = started.elapsed().as_secs_f64();
+    if total > 1.0 {
+        eprintln!("[{total:6.1} s] generated and written");
+    }
+    if json.len() > post::MAX_POST_INPUT_BYTES {
+        eprintln!(
+            "warning: {} is {} bytes, more than the {} bytes c2q reads as a PoSt input",
+            args.out.display(),
+            json.len(),
+            post::MAX_POST_INPUT_BYTES
+        );
+    }
+    println!(
+        "{}: SHAPE-ONLY PoSt input (random values, not provable) of a {} for miner {}: {} \
+         sector(s) of {} challenges, {} bytes",
+        args.out.display(),
+        post::post_proof_name(proof),
+        args.miner,
+        input.vanilla_proofs.len(),
+        proof.as_v1_config().challenge_count,
+        json.len()
     );
     Ok(())
 }

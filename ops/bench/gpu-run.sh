@@ -11,9 +11,13 @@
 #   ops/bench/gpu-run.sh time BIN OUTDIR    timings: MSM phases at 2^27, the full `c2q bench gpu`
 #                                           table, a 13-partition job on one and all GPUs
 #   ops/bench/gpu-run.sh pipeline BIN OUTDIR  `c2q bench pipeline` on full-size shape-only jobs
-#                                           ($C2Q_BENCH_PROOF, default StackedDrg32GiBV1_1;
-#                                           $C2Q_BENCH_JOBS jobs, default 2) on every GPU; the
-#                                           constraints are recorded into OUTDIR's parameter dir
+#                                           ($C2Q_BENCH_PROOF, default StackedDrg32GiBV1_1, a
+#                                           SnapDeals update proof with C2Q_BENCH_SNAP=1;
+#                                           $C2Q_BENCH_JOBS jobs, default 2; an urgent PoSt job
+#                                           among them with C2Q_BENCH_URGENT=<PoSt proof>; a
+#                                           device memory cap with C2Q_BENCH_GPU_GIB) on every
+#                                           GPU; the constraints are recorded into a parameter
+#                                           dir on the machine's disk
 #   ops/bench/gpu-run.sh tune BIN OUTDIR    NTT and MSM at 2^27 for each kernel variant listed
 #                                           in $C2Q_TUNE (`;`-separated C2Q_KERNEL_DEFINES values,
 #                                           an empty one being the default build)
@@ -117,9 +121,13 @@ pipeline)
   # The recorded constraints go beside (absent) parameters on the machine's own disk.
   export FIL_PROOFS_PARAMETER_CACHE=/var/tmp/c2q-bench-params
   mkdir -p "$FIL_PROOFS_PARAMETER_CACHE"
+  extra=()
+  [ -n "${C2Q_BENCH_SNAP:-}" ] && extra+=(--snap)
+  [ -n "${C2Q_BENCH_URGENT:-}" ] && extra+=(--urgent "$C2Q_BENCH_URGENT")
+  [ -n "${C2Q_BENCH_GPU_GIB:-}" ] && extra+=(--gpu-memory-gib "$C2Q_BENCH_GPU_GIB")
   step bench-pipeline env RUST_LOG=c2q=info "$bin" bench pipeline --proof "${C2Q_BENCH_PROOF:-StackedDrg32GiBV1_1}" \
-    --jobs "${C2Q_BENCH_JOBS:-2}" --device "$all" --json
-  sed -n '/^| what/,/^| before/p' "$out/bench-pipeline.log" >"$out/table.md"
+    --jobs "${C2Q_BENCH_JOBS:-2}" --device "$all" --json "${extra[@]}"
+  grep '^|' "$out/bench-pipeline.log" | sed -n '/^| what/,$p' >"$out/table.md"
   summary+=("$(cat "$out/table.md")")
   ;;
 time)

@@ -256,6 +256,7 @@ pub fn post_job(request: PostRequest, limits: &Limits) -> Result<DecodedJob, Ref
         randomness,
         partition_index: u64::from(request.partition_index),
         vanilla_proofs: request.vanilla_proofs.to_vec(),
+        shape_only: false,
     };
     PostJob::new(input.clone())
         .map_err(|e| Refusal::Unprovable(one_line(&e.context("the PoSt cannot be proved"))))?;

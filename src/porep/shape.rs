@@ -301,7 +301,7 @@ fn arity<H: Hasher, A: PoseidonArity>() -> usize {
 
 /// An inclusion path for `node` under `root` with a random leaf and random siblings: one path
 /// element per level, its position the node's digit in that level's arity.
-fn inclusion_proof<H, A, B, C>(
+pub(crate) fn inclusion_proof<H, A, B, C>(
     levels: &[usize],
     node: usize,
     root: H::Domain,

@@ -15,7 +15,9 @@
 //! `json.Marshal([][]byte)` writes them. `registered_proof` is the proof's name or Go's
 //! `abi.RegisteredPoStProof` number; `randomness` is the 32-byte challenge seed (base64 is
 //! taken too); `partition_index` may be left out (0, what Curio sends: each partition's
-//! sectors are proved on their own).
+//! sectors are proved on their own). An input made by `c2q testdata post --shape-only`
+//! (`post::shape`) also carries `"c2q_shape_only": true`: the shape of a real partition with
+//! random values, for benchmarks only (`PostJob::new` refuses it).
 
 use std::path::Path;
 
@@ -25,6 +27,7 @@ use filecoin_proofs_api::RegisteredPoStProof;
 use serde::Deserialize;
 
 use super::{post_proof_from_name, post_proof_name, sectors_per_partition};
+use crate::porep::shape::MARKER;
 
 /// The largest input accepted. A full 32 GiB WindowPoSt partition is 2,349 vanilla proofs of
 /// ten Merkle paths each, ~40 MB in base64.
@@ -43,6 +46,9 @@ pub struct PostInput {
     pub partition_index: u64,
     /// One `FallbackPoStSectorProof` per sector, as filecoin-proofs-api serializes it.
     pub vanilla_proofs: Vec<Vec<u8>>,
+    /// Made by `c2q testdata post --shape-only`: real shape, random values, for benchmarks
+    /// only (the `c2q_shape_only` key, see `post::shape`).
+    pub shape_only: bool,
 }
 
 #[derive(Deserialize)]
@@ -54,6 +60,8 @@ struct Document {
     #[serde(default)]
     partition_index: u64,
     vanilla_proofs: Vec<String>,
+    #[serde(default, rename = "c2q_shape_only")]
+    shape_only: Option<serde_json::Value>,
 }
 
 /// The randomness from 64 hex digits or base64 of 32 bytes.
@@ -106,12 +114,18 @@ pub fn parse_post_input(bytes: &[u8]) -> Result<PostInput> {
                 .with_context(|| format!("vanilla proof {i} is not base64"))
         })
         .collect::<Result<Vec<_>>>()?;
+    let shape_only = match doc.shape_only {
+        None => false,
+        Some(serde_json::Value::Bool(marked)) => marked,
+        Some(_) => bail!("`{MARKER}` is not a boolean"),
+    };
     Ok(PostInput {
         registered_proof,
         miner_id: doc.miner_id,
         randomness: parse_randomness(&doc.randomness)?,
         partition_index: doc.partition_index,
         vanilla_proofs,
+        shape_only,
     })
 }
 
@@ -153,13 +167,18 @@ impl PostInput {
     /// The document [`parse_post_input`] reads.
     pub fn to_json(&self) -> Result<Vec<u8>> {
         let b64 = base64::engine::general_purpose::STANDARD;
-        Ok(serde_json::to_vec(&serde_json::json!({
+        let mut doc = serde_json::json!({
             "registered_proof": post_proof_name(self.registered_proof),
             "miner_id": self.miner_id,
             "randomness": hex::encode(self.randomness),
             "partition_index": self.partition_index,
             "vanilla_proofs": self.vanilla_proofs.iter().map(|p| b64.encode(p)).collect::<Vec<_>>(),
-        }))?)
+        });
+        // Only where it is true: a real input is the document Curio's proving engine takes.
+        if self.shape_only {
+            doc[MARKER] = serde_json::Value::Bool(true);
+        }
+        Ok(serde_json::to_vec(&doc)?)
     }
 
     pub fn sector_size(&self) -> u64 {
@@ -182,6 +201,7 @@ mod tests {
             randomness: [9; 32],
             partition_index: 0,
             vanilla_proofs: vec![vec![4, 5, 6], vec![7; 40]],
+            shape_only: false,
         }
     }
 
@@ -202,6 +222,29 @@ mod tests {
             br#"{"comm_r_old": "x", "vanilla_proofs": []}"#
         ));
         assert!(!is_post_input(b"not json"));
+    }
+
+    /// The shape-only marker is written only where it is true, and read back.
+    #[test]
+    fn the_shape_only_marker_round_trips() {
+        let plain = sample().to_json().unwrap();
+        assert!(!String::from_utf8(plain).unwrap().contains(MARKER));
+        let marked = PostInput {
+            shape_only: true,
+            ..sample()
+        };
+        let json = marked.to_json().unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        assert_eq!(doc[MARKER], serde_json::Value::Bool(true));
+        assert!(is_post_input(&json));
+        assert_eq!(parse_post_input(&json).unwrap(), marked);
+        let e = parse_post_input(
+            br#"{"registered_proof": 10, "miner_id": 1,
+            "randomness": "0000000000000000000000000000000000000000000000000000000000000000",
+            "vanilla_proofs": ["AA=="], "c2q_shape_only": "yes"}"#,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("c2q_shape_only"), "{e}");
     }
 
     #[test]

@@ -14,13 +14,15 @@ use bellperson::{Circuit, ConstraintSystem};
 use blstrs::Scalar as Fr;
 use ff::Field;
 use filecoin_hashers::Hasher;
-use filecoin_proofs::{FallbackPoStSectorProof, MerkleTreeTrait, VanillaProof};
+use filecoin_proofs::{FallbackPoStSectorProof, MerkleTreeTrait, PoStType, VanillaProof};
 use filecoin_proofs_api::{ApiVersion, PublicReplicaInfo, RegisteredPoStProof};
+use rayon::prelude::*;
 use storage_proofs_core::compound_proof::CompoundProof;
 use storage_proofs_post::fallback::{self, FallbackPoStCircuit, FallbackPoStCompound};
 
 use super::input::PostInput;
 use super::{config, params, post_proof_name};
+use crate::groth16::witness::CompactValues;
 use crate::groth16::{CompactWitness, Proof, R1cs, R1csCache, Srs, SrsCache, WitnessBuilder};
 use crate::job::{proof_bytes, verify_partitions, ProofJob};
 
@@ -37,6 +39,15 @@ trait Partition: Send + Sync {
     /// bellperson's own proof of the partition: the reference c2q is compared with.
     #[cfg(test)]
     fn reference_proof(&self, srs: &Srs, r: Fr, s: Fr) -> Result<Proof>;
+
+    /// The whole circuit synthesized in one piece on one thread, as storage-proofs lays it
+    /// out: what the pieces of `witness` must reproduce, variable for variable.
+    #[cfg(test)]
+    fn sequential_witness(&self) -> Result<CompactWitness>;
+
+    /// The witness as `witness` makes it, with `per_piece` sectors a piece.
+    #[cfg(test)]
+    fn witness_in_pieces_of(&self, per_piece: usize) -> Result<CompactWitness>;
 }
 
 struct TreePartition<Tree: 'static + MerkleTreeTrait> {
@@ -63,6 +74,58 @@ impl<Tree: 'static + MerkleTreeTrait> TreePartition<Tree> {
     }
 }
 
+/// Sectors of the circuit synthesized into one piece of the witness. A 32 GiB WindowPoSt
+/// partition's 2,349 sectors (about 53,000 constraints each) make 147 pieces: enough for every
+/// thread to stay busy to the end, few enough that each piece's set-up and the joining of the
+/// pieces cost nothing measurable.
+const SECTORS_PER_PIECE: usize = 16;
+
+/// The witness of the PoSt circuit over `sectors`, synthesized in pieces of
+/// [`SECTORS_PER_PIECE`] sectors on rayon's threads and concatenated in order.
+///
+/// storage-proofs' circuit (`synthesize_default`) is nothing but its sectors one after
+/// another, each under a namespace of its own, and a sector's synthesis (`&Sector: Circuit`:
+/// comm_r_last, comm_c, comm_r as an input, their hash, one private inclusion proof per
+/// challenge with its packed path as an input) reads nothing that an earlier sector allocated.
+/// So the pieces, the first holding the constant `one` input in front, are the sequential
+/// witness cut at sector boundaries: inputs and aux variables alike, value for value.
+fn sector_pieces<Tree: 'static + MerkleTreeTrait>(
+    sectors: &[fallback::Sector<Tree>],
+) -> Result<CompactWitness> {
+    pieces_of(sectors, SECTORS_PER_PIECE)
+}
+
+/// [`sector_pieces`] with `per_piece` sectors a piece.
+fn pieces_of<Tree: 'static + MerkleTreeTrait>(
+    sectors: &[fallback::Sector<Tree>],
+    per_piece: usize,
+) -> Result<CompactWitness> {
+    ensure!(!sectors.is_empty(), "the PoSt circuit has no sectors");
+    let pieces: Vec<Result<(CompactValues, CompactValues)>> = sectors
+        .par_chunks(per_piece)
+        .enumerate()
+        .map(|(p, chunk)| {
+            let mut cs = WitnessBuilder::new();
+            if p == 0 {
+                cs.alloc_input(|| "one", || Ok(Fr::ONE))?;
+            }
+            for (j, sector) in chunk.iter().enumerate() {
+                sector
+                    .synthesize(&mut cs)
+                    .with_context(|| format!("sector {}", p * per_piece + j))?;
+            }
+            Ok(cs.into_compact())
+        })
+        .collect();
+    let mut witness = CompactWitness::default();
+    for piece in pieces {
+        let (input, aux) = piece?;
+        witness.input.push(input);
+        witness.aux.push(aux);
+    }
+    Ok(witness)
+}
+
 impl<Tree: 'static + MerkleTreeTrait> Partition for TreePartition<Tree> {
     fn record(&self, circuit_id: &str) -> Result<R1cs> {
         let blank =
@@ -74,16 +137,7 @@ impl<Tree: 'static + MerkleTreeTrait> Partition for TreePartition<Tree> {
         let circuit = self.circuit()?;
         // storage-proofs asserts on malformed vanilla proofs; a bad input must be an error,
         // not a crashed worker.
-        let built = catch_unwind(AssertUnwindSafe(|| {
-            let mut cs = WitnessBuilder::new();
-            cs.alloc_input(|| "one", || Ok(Fr::ONE))?;
-            circuit.synthesize(&mut cs)?;
-            let (input, aux) = cs.into_compact();
-            Ok::<_, anyhow::Error>(CompactWitness {
-                input: vec![input],
-                aux: vec![aux],
-            })
-        }));
+        let built = catch_unwind(AssertUnwindSafe(|| sector_pieces(&circuit.sectors)));
         match built {
             Ok(result) => result.context("synthesis of the PoSt circuit failed"),
             Err(_) => bail!("PoSt input is malformed: synthesis aborted"),
@@ -107,6 +161,32 @@ impl<Tree: 'static + MerkleTreeTrait> Partition for TreePartition<Tree> {
             r,
             s,
         )?)
+    }
+
+    #[cfg(test)]
+    fn witness_in_pieces_of(&self, per_piece: usize) -> Result<CompactWitness> {
+        let circuit = self.circuit()?;
+        catch_unwind(AssertUnwindSafe(|| pieces_of(&circuit.sectors, per_piece)))
+            .map_err(|_| anyhow!("PoSt input is malformed: synthesis aborted"))?
+    }
+
+    #[cfg(test)]
+    fn sequential_witness(&self) -> Result<CompactWitness> {
+        let circuit = self.circuit()?;
+        let built = catch_unwind(AssertUnwindSafe(|| {
+            let mut cs = WitnessBuilder::new();
+            cs.alloc_input(|| "one", || Ok(Fr::ONE))?;
+            circuit.synthesize(&mut cs)?;
+            let (input, aux) = cs.into_compact();
+            Ok::<_, anyhow::Error>(CompactWitness {
+                input: vec![input],
+                aux: vec![aux],
+            })
+        }));
+        match built {
+            Ok(result) => result.context("synthesis of the PoSt circuit failed"),
+            Err(_) => bail!("PoSt input is malformed: synthesis aborted"),
+        }
     }
 }
 
@@ -142,6 +222,24 @@ impl PostJob {
     /// another randomness, and so for another miner, whose randomness the chain draws with its
     /// address, or tampered or truncated ones, are refused here, before any proving).
     pub fn new(input: PostInput) -> Result<PostJob> {
+        ensure!(!input.shape_only, "{SHAPE_ONLY_REFUSED}");
+        PostJob::build(input, VanillaCheck::Verify)
+    }
+
+    /// A job for benchmarking synthesis and proving, which also accepts shape-only inputs
+    /// (`c2q testdata post --shape-only`, [`super::shape::generate`]): real shape, random
+    /// values. It skips the one check such values cannot pass, the verification of the
+    /// vanilla proofs for the randomness; everything else is as in [`PostJob::new`] (proof
+    /// version, miner, sector count, each vanilla proof decoded for the sector shape, ascending
+    /// sector numbers, the randomness a field element), and each sector proof must have the
+    /// proof's number of challenges. The partition is padded and unrolled as filecoin-proofs
+    /// does it, so the circuit is the real one, of the real size; a shape-only input's proof
+    /// does not verify.
+    pub fn for_benchmark(input: PostInput) -> Result<PostJob> {
+        PostJob::build(input, VanillaCheck::Skip)
+    }
+
+    fn build(input: PostInput, vanilla: VanillaCheck) -> Result<PostJob> {
         let proof = input.registered_proof;
         ensure!(
             proof.major_version() == 1,
@@ -150,7 +248,7 @@ impl PostJob {
         );
         crate::porep::check_sector_identity(input.miner_id, 0)?;
         let (partition, sectors) =
-            filecoin_proofs::with_shape!(input.sector_size(), build_partition, &input,)?;
+            filecoin_proofs::with_shape!(input.sector_size(), build_partition, &input, vanilla,)?;
         let circuit_id = params::cache_id(proof)?;
         Ok(PostJob {
             params_path: crate::porep::params::params_path(&circuit_id),
@@ -270,9 +368,25 @@ impl ProofJob for PostJob {
     }
 }
 
+/// Why `PostJob::new` refuses a shape-only input, on one line.
+pub const SHAPE_ONLY_REFUSED: &str = "this PoSt input was made by `c2q testdata post \
+    --shape-only`: it has the shape of a real partition but random values and cannot be \
+    proved (benchmarks only)";
+
+/// Whether the vanilla proofs are verified for the randomness when a job is built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum VanillaCheck {
+    Verify,
+    /// Benchmarks: the partition assembled as filecoin-proofs assembles it, unverified.
+    Skip,
+}
+
 type Built = (Box<dyn Partition>, Vec<(u64, [u8; 32])>);
 
-fn build_partition<Tree: 'static + MerkleTreeTrait>(input: &PostInput) -> Result<Built> {
+fn build_partition<Tree: 'static + MerkleTreeTrait>(
+    input: &PostInput,
+    vanilla: VanillaCheck,
+) -> Result<Built> {
     let proof = input.registered_proof;
     let name = post_proof_name(proof);
     let config = config(proof);
@@ -353,22 +467,27 @@ fn build_partition<Tree: 'static + MerkleTreeTrait>(input: &PostInput) -> Result
     // The partition's vanilla proof as filecoin-proofs assembles it: WindowPoSt sectors
     // padded by repeating the last, a WinningPoSt's one sector unrolled into one "sector" per
     // challenge; then verified for this randomness.
-    let assembled = catch_unwind(AssertUnwindSafe(|| {
-        filecoin_proofs::single_partition_vanilla_proofs(
-            &config,
-            &public_params,
-            &prover_inputs,
-            &proofs,
-        )
-    }));
-    let partition_proof = match assembled {
-        Ok(Ok(p)) => p,
-        Ok(Err(e)) => bail!(
-            "the vanilla proofs do not verify for randomness {} as {name} sector proofs (made \
-             for another randomness, miner or sector size, or tampered): {e:#}",
-            hex::encode(input.randomness)
-        ),
-        Err(_) => bail!("the vanilla proofs are malformed: checking them aborted"),
+    let partition_proof = match vanilla {
+        VanillaCheck::Verify => {
+            let assembled = catch_unwind(AssertUnwindSafe(|| {
+                filecoin_proofs::single_partition_vanilla_proofs(
+                    &config,
+                    &public_params,
+                    &prover_inputs,
+                    &proofs,
+                )
+            }));
+            match assembled {
+                Ok(Ok(p)) => p,
+                Ok(Err(e)) => bail!(
+                    "the vanilla proofs do not verify for randomness {} as {name} sector proofs \
+                     (made for another randomness, miner or sector size, or tampered): {e:#}",
+                    hex::encode(input.randomness)
+                ),
+                Err(_) => bail!("the vanilla proofs are malformed: checking them aborted"),
+            }
+        }
+        VanillaCheck::Skip => assemble_unverified(&config, &public_params, &proofs, &name)?,
     };
     let verifier_sectors = if window {
         sectors
@@ -401,12 +520,70 @@ fn build_partition<Tree: 'static + MerkleTreeTrait>(input: &PostInput) -> Result
     ))
 }
 
+/// The partition's vanilla proof as filecoin-proofs' `single_partition_vanilla_proofs`
+/// assembles it from sector proofs in ascending order (as `build_partition` has checked them),
+/// without its final verification: what a benchmark of shape-only input needs. Each sector
+/// proof must hold one sector with the proof's number of challenges, as
+/// `generate_single_vanilla_proof` makes them.
+fn assemble_unverified<Tree: 'static + MerkleTreeTrait>(
+    config: &filecoin_proofs::PoStConfig,
+    public_params: &fallback::PublicParams,
+    proofs: &[FallbackPoStSectorProof<Tree>],
+    name: &str,
+) -> Result<VanillaProof<Tree>> {
+    for (i, p) in proofs.iter().enumerate() {
+        let sectors = &p.vanilla_proof.sectors;
+        ensure!(
+            sectors.len() == 1,
+            "vanilla proof {i} holds {} sector proofs, not one",
+            sectors.len()
+        );
+        let challenges = sectors[0].inclusion_proofs.len();
+        ensure!(
+            challenges == config.challenge_count,
+            "vanilla proof {i} has {challenges} challenges, a {name} sector {}",
+            config.challenge_count
+        );
+    }
+    let mut sectors: Vec<_> = match config.typ {
+        PoStType::Window => proofs
+            .iter()
+            .flat_map(|p| p.vanilla_proof.sectors.iter().cloned())
+            .collect(),
+        PoStType::Winning => {
+            ensure!(proofs.len() == 1, "a WinningPoSt proves one sector");
+            let sector = &proofs[0].vanilla_proof.sectors[0];
+            sector
+                .inclusion_proofs
+                .iter()
+                .map(|path| fallback::SectorProof {
+                    inclusion_proofs: vec![path.clone()],
+                    comm_c: sector.comm_c,
+                    comm_r_last: sector.comm_r_last,
+                })
+                .collect()
+        }
+    };
+    ensure!(
+        !sectors.is_empty() && sectors.len() <= public_params.sector_count,
+        "{} sector proofs for a circuit of {}",
+        sectors.len(),
+        public_params.sector_count
+    );
+    while sectors.len() < public_params.sector_count {
+        let last = sectors[sectors.len() - 1].clone();
+        sectors.push(last);
+    }
+    Ok(VanillaProof::<Tree> { sectors })
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::OnceLock;
 
     use super::*;
     use crate::groth16::{self, setup::Quiet, CpuBackend};
+    use crate::post::shape;
     use crate::post::testdata::{self, Sectors};
     use rand::SeedableRng;
     use RegisteredPoStProof::{
@@ -548,5 +725,196 @@ mod tests {
         assert!(refused(wide).contains("randomness"));
 
         PostJob::new(good).unwrap();
+    }
+
+    /// The same values, or where they first differ.
+    fn assert_same_values(ours: &[Fr], reference: &[Fr], what: &str) {
+        assert_eq!(ours.len(), reference.len(), "{what}: number of values");
+        if let Some(at) = ours.iter().zip(reference).position(|(a, b)| a != b) {
+            panic!("{what}: first difference at value {at} of {}", ours.len());
+        }
+    }
+
+    /// The witness in pieces of sectors (the production size, and pieces of one and of three
+    /// sectors, so that pieces begin at every kind of sector) is the sequential synthesis of
+    /// the whole circuit, inputs and aux variables, value for value.
+    fn assert_pieces_are_the_sequential_witness(job: &PostJob, what: &str) {
+        let sequential = job.partition.sequential_witness().unwrap();
+        let (inputs, aux) = sequential.expand();
+        assert!(aux.len() > 1000, "{what}: {} aux variables", aux.len());
+        let packed = sequential.packed();
+        for per_piece in [SECTORS_PER_PIECE, 1, 3] {
+            let ours = if per_piece == SECTORS_PER_PIECE {
+                job.partition.witness().unwrap()
+            } else {
+                job.partition.witness_in_pieces_of(per_piece).unwrap()
+            };
+            let what = format!("{what}, {per_piece} sectors a piece");
+            let (our_inputs, our_aux) = ours.expand();
+            assert_same_values(&our_inputs, &inputs, &format!("{what}: inputs"));
+            assert_same_values(&our_aux, &aux, &format!("{what}: aux"));
+            assert_eq!(ours.packed(), packed, "{what}");
+            assert_eq!(ours.input.len(), ours.aux.len());
+        }
+    }
+
+    /// Real 2 KiB partitions, full and padded, and a WinningPoSt (66 one-challenge "sectors",
+    /// so several pieces): the parallel witness is the sequential one; a job built for a
+    /// benchmark (the partition assembled without filecoin-proofs' verification) has the same
+    /// witness as the checked job.
+    #[test]
+    fn witness_in_pieces_is_the_sequential_synthesis_of_real_inputs() {
+        let (mine, _) = sectors();
+        for (proof, numbers, what) in [
+            (WINDOW, &[][..], "full 2 KiB window partition"),
+            (WINDOW, &[7][..], "padded 2 KiB window partition"),
+            (WINNING, &[3][..], "2 KiB WinningPoSt"),
+        ] {
+            let input = mine
+                .post_input(proof, testdata::randomness(5), numbers)
+                .unwrap();
+            let job = PostJob::new(input.clone()).unwrap();
+            assert_pieces_are_the_sequential_witness(&job, what);
+            let bench = PostJob::for_benchmark(input).unwrap();
+            assert_eq!(bench.sector_numbers(), job.sector_numbers());
+            assert_eq!(
+                bench.partition.witness().unwrap().packed(),
+                job.partition.witness().unwrap().packed(),
+                "{what}: the benchmark's partition"
+            );
+            assert_eq!(
+                bench.partition.public_inputs().unwrap(),
+                job.partition.public_inputs().unwrap()
+            );
+        }
+    }
+
+    /// Shape-only inputs of larger sectors: an 8 MiB WindowPoSt partition (oct trees) and a
+    /// 32 GiB WinningPoSt (66 challenges of ten-level paths with sub-trees).
+    #[test]
+    fn witness_in_pieces_is_the_sequential_synthesis_of_shape_only_inputs() {
+        use RegisteredPoStProof::{StackedDrgWindow8MiBV1_2, StackedDrgWinning32GiBV1};
+        for proof in [StackedDrgWindow8MiBV1_2, StackedDrgWinning32GiBV1] {
+            let job = PostJob::for_benchmark(shape::generate(proof, 1000, 2).unwrap()).unwrap();
+            assert_pieces_are_the_sequential_witness(&job, &post_proof_name(proof));
+        }
+    }
+
+    /// A shape-only input is refused for proving, with the reason on one line, and accepted
+    /// for benchmarks: its witness has the variables of the circuit's recorded constraints,
+    /// and its inputs are the public inputs filecoin-proofs' verifier derives (the sectors'
+    /// comm_r and the real challenges).
+    #[test]
+    fn shape_only_inputs_are_for_benchmarks_with_the_circuits_size() {
+        use RegisteredPoStProof::StackedDrgWindow8MiBV1_2;
+        for proof in [WINDOW, WINNING, StackedDrgWindow8MiBV1_2] {
+            let input = shape::generate(proof, 1000, 6).unwrap();
+            let e = format!("{:#}", PostJob::new(input.clone()).unwrap_err());
+            assert!(!e.contains('\n'), "{e}");
+            assert!(
+                e.contains("--shape-only") && e.contains("cannot be proved"),
+                "{e}"
+            );
+            // Through its JSON, as `c2q prove` and the worker read it.
+            let parsed = crate::post::parse_post_input(&input.to_json().unwrap()).unwrap();
+            assert!(parsed.shape_only);
+            assert!(PostJob::new(parsed.clone()).is_err());
+
+            let job = PostJob::for_benchmark(parsed).unwrap();
+            assert_eq!(job.sector_numbers().len(), input.vanilla_proofs.len());
+            let r1cs = job.partition.record("shape-only").unwrap();
+            let witness = job.witness(0).unwrap();
+            assert_eq!(witness.inputs(), r1cs.inputs, "{proof:?}");
+            assert_eq!(witness.aux_len(), r1cs.aux, "{proof:?}");
+            let (inputs, _) = witness.expand();
+            let public = job.partition.public_inputs().unwrap();
+            assert_eq!(inputs[0], Fr::ONE);
+            assert_same_values(&inputs[1..], &public, &format!("{proof:?}: public inputs"));
+            if proof == WINDOW {
+                // The same circuit as a real partition's.
+                let real = PostJob::new(
+                    sectors()
+                        .0
+                        .post_input(WINDOW, testdata::randomness(5), &[])
+                        .unwrap(),
+                )
+                .unwrap();
+                assert_eq!(real.params_path, job.params_path);
+                assert_eq!(real.partition.record("real").unwrap().aux, r1cs.aux);
+            }
+        }
+    }
+
+    /// A benchmark job still checks the shape: a sector proof short of a challenge is refused.
+    #[test]
+    fn a_benchmark_job_refuses_a_sector_short_of_a_challenge() {
+        type Tree = filecoin_proofs::SectorShape2KiB;
+        let mut input = shape::generate(WINDOW, 1000, 7).unwrap();
+        let mut sector: FallbackPoStSectorProof<Tree> =
+            bincode::deserialize(&input.vanilla_proofs[1]).unwrap();
+        sector.vanilla_proof.sectors[0].inclusion_proofs.pop();
+        input.vanilla_proofs[1] = bincode::serialize(&sector).unwrap();
+        let e = format!("{:#}", PostJob::for_benchmark(input).unwrap_err());
+        assert!(e.contains("vanilla proof 1 has 9 challenges"), "{e}");
+    }
+
+    /// CPU seconds this process has spent, user and system.
+    fn cpu_seconds() -> (f64, f64) {
+        // SAFETY: getrusage fills the struct it is given.
+        let usage = unsafe {
+            let mut usage: libc::rusage = std::mem::zeroed();
+            libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+            usage
+        };
+        let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        (s(usage.ru_utime), s(usage.ru_stime))
+    }
+
+    /// Wall and CPU time of a shape-only 32 GiB WindowPoSt partition's witness (2,349 sectors,
+    /// 125M constraints), in pieces on rayon's threads and sequentially on one
+    /// (`C2Q_WITNESS=parallel` or `sequential` for one of them; with both, they are compared).
+    /// Not run by default: `RAYON_NUM_THREADS=2 cargo test --release --lib -- --ignored
+    /// --nocapture window_post_witness_of_a_32gib_partition_timed`.
+    #[test]
+    #[ignore]
+    fn window_post_witness_of_a_32gib_partition_timed() {
+        let proof = RegisteredPoStProof::StackedDrgWindow32GiBV1_2;
+        let started = std::time::Instant::now();
+        let input = shape::generate(proof, 1000, 3).unwrap();
+        let generated = started.elapsed().as_secs_f64();
+        let job = PostJob::for_benchmark(input).unwrap();
+        eprintln!(
+            "shape-only input generated in {generated:.2} s, job built in {:.2} s",
+            started.elapsed().as_secs_f64() - generated
+        );
+        let only = std::env::var("C2Q_WITNESS").unwrap_or_default();
+        let mut made = Vec::new();
+        for how in ["parallel", "sequential"] {
+            if !only.is_empty() && !how.eq_ignore_ascii_case(&only) {
+                continue;
+            }
+            let (started, (user, sys)) = (std::time::Instant::now(), cpu_seconds());
+            let witness = match how {
+                "parallel" => job.partition.witness(),
+                _ => job.partition.sequential_witness(),
+            }
+            .unwrap();
+            let wall = started.elapsed().as_secs_f64();
+            let (user2, sys2) = cpu_seconds();
+            eprintln!(
+                "{how}: {} threads, wall {wall:.2} s, user {:.2} s, system {:.2} s, {} pieces, \
+                 {} inputs, {} aux variables",
+                rayon::current_num_threads(),
+                user2 - user,
+                sys2 - sys,
+                witness.aux.len(),
+                witness.inputs(),
+                witness.aux_len()
+            );
+            made.push(witness.packed());
+        }
+        if let [parallel, sequential] = &made[..] {
+            assert_eq!(parallel, sequential);
+        }
     }
 }

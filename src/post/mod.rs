@@ -8,6 +8,7 @@
 mod input;
 mod job;
 pub mod params;
+pub mod shape;
 pub mod testdata;
 
 use filecoin_proofs::{PoStConfig, PoStType};
@@ -17,7 +18,7 @@ pub use input::{
     is_post_input, is_post_input_file, parse_post_input, read_post_input_file, PostInput,
     MAX_POST_INPUT_BYTES,
 };
-pub use job::PostJob;
+pub use job::{PostJob, SHAPE_ONLY_REFUSED};
 
 /// Every registered PoSt proof, in the order of Go's `abi.RegisteredPoStProof` (and of
 /// filecoin-proofs-api's enum): WinningPoSt 0–4, WindowPoSt V1 5–9, WindowPoSt V1_1 10–14

@@ -150,6 +150,7 @@ impl Sectors {
             randomness,
             partition_index: 0,
             vanilla_proofs,
+            shape_only: false,
         })
     }
 }
