@@ -990,6 +990,44 @@ mod tests {
         }
     }
 
+    /// Mean wall time of a real 2 KiB WindowPoSt partition's witness (two sectors) and a 2 KiB
+    /// WinningPoSt's (66 one-challenge "sectors"), native in pieces and through the gadgets
+    /// sequentially. Not run by default: `cargo test --release --lib -- --ignored --nocapture
+    /// post_witness_of_2kib_inputs_timed`.
+    #[test]
+    #[ignore]
+    fn post_witness_of_2kib_inputs_timed() {
+        let (mine, _) = sectors();
+        for (proof, what) in [
+            (WINDOW, "2 KiB window partition"),
+            (WINNING, "2 KiB WinningPoSt"),
+        ] {
+            let numbers: &[u64] = if proof == WINDOW { &[] } else { &[3] };
+            let job = PostJob::new(
+                mine.post_input(proof, testdata::randomness(5), numbers)
+                    .unwrap(),
+            )
+            .unwrap();
+            let runs = 50;
+            let mean = |f: &dyn Fn() -> CompactWitness| {
+                f();
+                let started = std::time::Instant::now();
+                for _ in 0..runs {
+                    f();
+                }
+                started.elapsed().as_secs_f64() * 1e3 / runs as f64
+            };
+            let native = mean(&|| job.partition.witness().unwrap());
+            let sequential = mean(&|| job.partition.sequential_witness().unwrap());
+            eprintln!(
+                "{what}: {} threads, native in pieces {native:.3} ms, gadgets sequentially \
+                 {sequential:.3} ms, {} aux variables",
+                rayon::current_num_threads(),
+                job.partition.witness().unwrap().aux_len()
+            );
+        }
+    }
+
     /// A path element short of a sibling: an error naming the sector and challenge from the
     /// native witness, an error (the gadget's assertion caught) from the gadgets; no panic
     /// escapes.
