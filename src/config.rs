@@ -38,7 +38,7 @@
 //! | `C2Q_KERNEL_DEFINES` | `-DNAME[=VALUE] …` passed to NVRTC: the kernels' tuning macros (`C2Q_ACCUMULATE_BLOCKS`, `C2Q_ACCUMULATE_BLOCKS_G2`, `C2Q_NTT_BLOCKS`, `C2Q_MUL_WIDE`, `C2Q_MSM_PREFETCH`; `kernels/README.md`), so one binary can time variants. The kernel cache keys on them. |
 //! | `C2Q_MSM_WINDOW` | The MSM window in bits (clamped to 3–22) instead of the one computed for the MSM's size. |
 //! | `C2Q_MSM_TRACE` | Any value: each MSM phase is synchronised and timed (so phases no longer overlap), and the totals are printed to stderr. |
-//! | `C2Q_WITNESS` | `native` or `gadgets`: the ignored timing test `witness_of_a_32gib_partition_timed` times only that way of computing the witness. |
+//! | `C2Q_WITNESS` | `native` or `gadgets`: the ignored timing test `witness_of_a_32gib_partition_timed` times only that way of computing the witness; `native`, `gadgets` or `sequential` (or a comma-separated list): likewise for `window_post_witness_of_a_32gib_partition_timed`. |
 //!
 //! `C2Q_PORTABLE` and `C2Q_SHARED_PER_SM` are not environment variables: they are macros c2q
 //! defines for the kernels itself (the first when `C2Q_KERNELS_PORTABLE` is set, the second

@@ -61,6 +61,12 @@ impl WitnessBuilder {
         &self.aux
     }
 
+    /// Room for `values` more aux values, `others` of them neither zero nor one: a circuit of
+    /// known size then fills them without regrowing (a PoSt witness is ~4 GB of such values).
+    pub fn reserve(&mut self, values: usize, others: usize) {
+        self.aux.reserve(values, others);
+    }
+
     /// The inputs and aux values kept, compact.
     pub fn into_compact(self) -> (CompactValues, CompactValues) {
         (CompactValues::new(&self.input), self.aux)
@@ -187,6 +193,16 @@ impl CompactValues {
             others,
             values: kept,
         }
+    }
+
+    /// Room for `values` more values, `others` of them neither zero nor one.
+    pub fn reserve(&mut self, values: usize, others: usize) {
+        let words = (self.len + values)
+            .div_ceil(64)
+            .saturating_sub(self.ones.len());
+        self.ones.reserve(words);
+        self.others.reserve(words);
+        self.values.reserve(others);
     }
 
     /// Append a value that is zero or one.

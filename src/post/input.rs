@@ -30,7 +30,8 @@ use super::{post_proof_from_name, post_proof_name, sectors_per_partition};
 use crate::porep::shape::MARKER;
 
 /// The largest input accepted. A full 32 GiB WindowPoSt partition is 2,349 vanilla proofs of
-/// ten Merkle paths each, ~40 MB in base64.
+/// ten Merkle paths each, 78.2 MB in base64 (64 GiB: 2,300 of eleven levels, 78.3 MB; 55 MB
+/// compressed in a job message).
 pub const MAX_POST_INPUT_BYTES: usize = 96 << 20;
 
 /// A parsed PoSt input.

@@ -10,7 +10,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{anyhow, bail, ensure, Context, Result};
-use bellperson::{Circuit, ConstraintSystem};
+#[cfg(test)]
+use bellperson::Circuit;
+use bellperson::ConstraintSystem;
 use blstrs::Scalar as Fr;
 use ff::Field;
 use filecoin_hashers::Hasher;
@@ -18,10 +20,12 @@ use filecoin_proofs::{FallbackPoStSectorProof, MerkleTreeTrait, PoStType, Vanill
 use filecoin_proofs_api::{ApiVersion, PublicReplicaInfo, RegisteredPoStProof};
 use rayon::prelude::*;
 use storage_proofs_core::compound_proof::CompoundProof;
-use storage_proofs_post::fallback::{self, FallbackPoStCircuit, FallbackPoStCompound};
+#[cfg(test)]
+use storage_proofs_post::fallback::FallbackPoStCircuit;
+use storage_proofs_post::fallback::{self, FallbackPoStCompound};
 
 use super::input::PostInput;
-use super::{config, params, post_proof_name};
+use super::{config, params, post_proof_name, witness};
 use crate::groth16::witness::CompactValues;
 use crate::groth16::{CompactWitness, Proof, R1cs, R1csCache, Srs, SrsCache, WitnessBuilder};
 use crate::job::{proof_bytes, verify_partitions, ProofJob};
@@ -45,9 +49,9 @@ trait Partition: Send + Sync {
     #[cfg(test)]
     fn sequential_witness(&self) -> Result<CompactWitness>;
 
-    /// The witness as `witness` makes it, with `per_piece` sectors a piece.
+    /// The witness in pieces of `per_piece` sectors, computed `how`.
     #[cfg(test)]
-    fn witness_in_pieces_of(&self, per_piece: usize) -> Result<CompactWitness>;
+    fn witness_in_pieces_of(&self, per_piece: usize, how: Synthesis) -> Result<CompactWitness>;
 }
 
 struct TreePartition<Tree: 'static + MerkleTreeTrait> {
@@ -62,6 +66,9 @@ struct TreePartition<Tree: 'static + MerkleTreeTrait> {
 }
 
 impl<Tree: 'static + MerkleTreeTrait> TreePartition<Tree> {
+    /// storage-proofs' circuit of the partition: what bellperson proves, and what the witness
+    /// is checked against.
+    #[cfg(test)]
     fn circuit(&self) -> Result<FallbackPoStCircuit<Tree>> {
         // filecoin-proofs proves the partition as the first (only) of the proofs it is given.
         <FallbackPoStCompound<Tree> as CompoundProof<_, _>>::circuit(
@@ -74,56 +81,108 @@ impl<Tree: 'static + MerkleTreeTrait> TreePartition<Tree> {
     }
 }
 
-/// Sectors of the circuit synthesized into one piece of the witness. A 32 GiB WindowPoSt
-/// partition's 2,349 sectors (about 53,000 constraints each) make 147 pieces: enough for every
+/// Sectors of the circuit computed into one piece of the witness. A 32 GiB WindowPoSt
+/// partition's 2,349 sectors (about 53,000 variables each) make 147 pieces: enough for every
 /// thread to stay busy to the end, few enough that each piece's set-up and the joining of the
 /// pieces cost nothing measurable.
 const SECTORS_PER_PIECE: usize = 16;
 
-/// The witness of the PoSt circuit over `sectors`, synthesized in pieces of
-/// [`SECTORS_PER_PIECE`] sectors on rayon's threads and concatenated in order.
-///
-/// storage-proofs' circuit (`synthesize_default`) is nothing but its sectors one after
-/// another, each under a namespace of its own, and a sector's synthesis (`&Sector: Circuit`:
-/// comm_r_last, comm_c, comm_r as an input, their hash, one private inclusion proof per
-/// challenge with its packed path as an input) reads nothing that an earlier sector allocated.
-/// So the pieces, the first holding the constant `one` input in front, are the sequential
-/// witness cut at sector boundaries: inputs and aux variables alike, value for value.
-fn sector_pieces<Tree: 'static + MerkleTreeTrait>(
-    sectors: &[fallback::Sector<Tree>],
-) -> Result<CompactWitness> {
-    pieces_of(sectors, SECTORS_PER_PIECE)
+/// How the circuit's sectors are computed into the witness.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Synthesis {
+    /// `post::witness`: the values computed on field elements, as the gadgets allocate them.
+    Native,
+    /// storage-proofs' `&Sector: Circuit` as it is, every hash through neptune's gadget: the
+    /// reference `Native` reproduces.
+    #[cfg(test)]
+    Gadgets,
 }
 
-/// [`sector_pieces`] with `per_piece` sectors a piece.
-fn pieces_of<Tree: 'static + MerkleTreeTrait>(
-    sectors: &[fallback::Sector<Tree>],
-    per_piece: usize,
-) -> Result<CompactWitness> {
-    ensure!(!sectors.is_empty(), "the PoSt circuit has no sectors");
-    let pieces: Vec<Result<(CompactValues, CompactValues)>> = sectors
-        .par_chunks(per_piece)
-        .enumerate()
-        .map(|(p, chunk)| {
-            let mut cs = WitnessBuilder::new();
-            if p == 0 {
-                cs.alloc_input(|| "one", || Ok(Fr::ONE))?;
+impl<Tree: 'static + MerkleTreeTrait> TreePartition<Tree> {
+    /// The witness in pieces of `per_piece` sectors, computed on rayon's threads and
+    /// concatenated in order.
+    ///
+    /// storage-proofs' circuit (`synthesize_default`) is nothing but its sectors one after
+    /// another, each under a namespace of its own, and a sector's synthesis (`&Sector:
+    /// Circuit`: comm_r_last, comm_c, comm_r as an input, their hash, one private inclusion
+    /// proof per challenge with its packed path as an input) reads nothing that an earlier
+    /// sector allocated. So the pieces, the first holding the constant `one` input in front,
+    /// are the sequential witness cut at sector boundaries: inputs and aux variables alike,
+    /// value for value.
+    fn pieces(&self, per_piece: usize, how: Synthesis) -> Result<CompactWitness> {
+        let proofs = &self.proof.sectors;
+        let public = &self.prover_inputs.sectors;
+        // What storage-proofs checks when it makes the circuit.
+        ensure!(
+            proofs.len() == self.public_params.sector_count,
+            "{} sector proofs for a circuit of {} sectors",
+            proofs.len(),
+            self.public_params.sector_count
+        );
+        ensure!(
+            !public.is_empty() && public.len() <= proofs.len(),
+            "{} sectors for a circuit of {}",
+            public.len(),
+            proofs.len()
+        );
+        #[cfg(test)]
+        let circuit = match how {
+            Synthesis::Gadgets => Some(self.circuit()?),
+            Synthesis::Native => None,
+        };
+        let sector = |cs: &mut WitnessBuilder, i: usize| -> Result<()> {
+            match how {
+                Synthesis::Native => {
+                    // The compound circuit repeats the last public sector over the padding.
+                    let comm_r = public[i.min(public.len() - 1)].comm_r.into();
+                    witness::synthesize_sector::<Tree>(cs, comm_r, &proofs[i])
+                }
+                #[cfg(test)]
+                Synthesis::Gadgets => {
+                    let sectors = &circuit.as_ref().expect("made above").sectors;
+                    Ok((&sectors[i]).synthesize(cs)?)
+                }
             }
-            for (j, sector) in chunk.iter().enumerate() {
-                sector
-                    .synthesize(&mut cs)
-                    .with_context(|| format!("sector {}", p * per_piece + j))?;
+        };
+        // storage-proofs asserts on malformed vanilla proofs; a bad input must be an error,
+        // not a crashed worker.
+        let built = catch_unwind(AssertUnwindSafe(|| {
+            let starts: Vec<usize> = (0..proofs.len()).step_by(per_piece.max(1)).collect();
+            let pieces: Vec<Result<(CompactValues, CompactValues)>> = starts
+                .par_iter()
+                .map(|&first| {
+                    let mut cs = WitnessBuilder::new();
+                    if first == 0 {
+                        cs.alloc_input(|| "one", || Ok(Fr::ONE))?;
+                    }
+                    let end = (first + per_piece.max(1)).min(proofs.len());
+                    for i in first..end {
+                        let before = (cs.aux().len(), cs.aux().values().len());
+                        sector(&mut cs, i).with_context(|| format!("sector {i}"))?;
+                        if i == first {
+                            // Sectors are alike: room for the rest of the piece's at once.
+                            let rest = end - first - 1;
+                            let values = cs.aux().len() - before.0;
+                            let others = cs.aux().values().len() - before.1;
+                            cs.reserve(values * rest, others * rest);
+                        }
+                    }
+                    Ok(cs.into_compact())
+                })
+                .collect();
+            let mut witness = CompactWitness::default();
+            for piece in pieces {
+                let (input, aux) = piece?;
+                witness.input.push(input);
+                witness.aux.push(aux);
             }
-            Ok(cs.into_compact())
-        })
-        .collect();
-    let mut witness = CompactWitness::default();
-    for piece in pieces {
-        let (input, aux) = piece?;
-        witness.input.push(input);
-        witness.aux.push(aux);
+            Ok::<_, anyhow::Error>(witness)
+        }));
+        match built {
+            Ok(result) => result.context("synthesis of the PoSt circuit failed"),
+            Err(_) => bail!("PoSt input is malformed: synthesis aborted"),
+        }
     }
-    Ok(witness)
 }
 
 impl<Tree: 'static + MerkleTreeTrait> Partition for TreePartition<Tree> {
@@ -134,14 +193,7 @@ impl<Tree: 'static + MerkleTreeTrait> Partition for TreePartition<Tree> {
     }
 
     fn witness(&self) -> Result<CompactWitness> {
-        let circuit = self.circuit()?;
-        // storage-proofs asserts on malformed vanilla proofs; a bad input must be an error,
-        // not a crashed worker.
-        let built = catch_unwind(AssertUnwindSafe(|| sector_pieces(&circuit.sectors)));
-        match built {
-            Ok(result) => result.context("synthesis of the PoSt circuit failed"),
-            Err(_) => bail!("PoSt input is malformed: synthesis aborted"),
-        }
+        self.pieces(SECTORS_PER_PIECE, Synthesis::Native)
     }
 
     fn public_inputs(&self) -> Result<Vec<Fr>> {
@@ -164,10 +216,8 @@ impl<Tree: 'static + MerkleTreeTrait> Partition for TreePartition<Tree> {
     }
 
     #[cfg(test)]
-    fn witness_in_pieces_of(&self, per_piece: usize) -> Result<CompactWitness> {
-        let circuit = self.circuit()?;
-        catch_unwind(AssertUnwindSafe(|| pieces_of(&circuit.sectors, per_piece)))
-            .map_err(|_| anyhow!("PoSt input is malformed: synthesis aborted"))?
+    fn witness_in_pieces_of(&self, per_piece: usize, how: Synthesis) -> Result<CompactWitness> {
+        self.pieces(per_piece, how)
     }
 
     #[cfg(test)]
@@ -735,21 +785,27 @@ mod tests {
         }
     }
 
-    /// The witness in pieces of sectors (the production size, and pieces of one and of three
-    /// sectors, so that pieces begin at every kind of sector) is the sequential synthesis of
-    /// the whole circuit, inputs and aux variables, value for value.
+    /// The witness, native, in pieces of sectors (the production size, and pieces of one and
+    /// of three sectors, so that pieces begin at every kind of sector), and through the gadgets
+    /// in pieces, is the sequential gadget synthesis of the whole circuit, inputs and aux
+    /// variables, value for value.
     fn assert_pieces_are_the_sequential_witness(job: &PostJob, what: &str) {
         let sequential = job.partition.sequential_witness().unwrap();
         let (inputs, aux) = sequential.expand();
         assert!(aux.len() > 1000, "{what}: {} aux variables", aux.len());
         let packed = sequential.packed();
-        for per_piece in [SECTORS_PER_PIECE, 1, 3] {
-            let ours = if per_piece == SECTORS_PER_PIECE {
+        for (per_piece, how) in [
+            (SECTORS_PER_PIECE, Synthesis::Native),
+            (1, Synthesis::Native),
+            (3, Synthesis::Native),
+            (SECTORS_PER_PIECE, Synthesis::Gadgets),
+        ] {
+            let ours = if (per_piece, how) == (SECTORS_PER_PIECE, Synthesis::Native) {
                 job.partition.witness().unwrap()
             } else {
-                job.partition.witness_in_pieces_of(per_piece).unwrap()
+                job.partition.witness_in_pieces_of(per_piece, how).unwrap()
             };
-            let what = format!("{what}, {per_piece} sectors a piece");
+            let what = format!("{what}, {how:?}, {per_piece} sectors a piece");
             let (our_inputs, our_aux) = ours.expand();
             assert_same_values(&our_inputs, &inputs, &format!("{what}: inputs"));
             assert_same_values(&our_aux, &aux, &format!("{what}: aux"));
@@ -789,12 +845,19 @@ mod tests {
         }
     }
 
-    /// Shape-only inputs of larger sectors: an 8 MiB WindowPoSt partition (oct trees) and a
-    /// 32 GiB WinningPoSt (66 challenges of ten-level paths with sub-trees).
+    /// Shape-only inputs of larger sectors, every tree shape the PoSt proofs use: an 8 MiB
+    /// WindowPoSt partition (oct trees), a 32 GiB WinningPoSt (66 challenges of ten-level
+    /// paths with an oct sub-tree level) and a 64 GiB one (and a binary top-tree level).
     #[test]
     fn witness_in_pieces_is_the_sequential_synthesis_of_shape_only_inputs() {
-        use RegisteredPoStProof::{StackedDrgWindow8MiBV1_2, StackedDrgWinning32GiBV1};
-        for proof in [StackedDrgWindow8MiBV1_2, StackedDrgWinning32GiBV1] {
+        use RegisteredPoStProof::{
+            StackedDrgWindow8MiBV1_2, StackedDrgWinning32GiBV1, StackedDrgWinning64GiBV1,
+        };
+        for proof in [
+            StackedDrgWindow8MiBV1_2,
+            StackedDrgWinning32GiBV1,
+            StackedDrgWinning64GiBV1,
+        ] {
             let job = PostJob::for_benchmark(shape::generate(proof, 1000, 2).unwrap()).unwrap();
             assert_pieces_are_the_sequential_witness(&job, &post_proof_name(proof));
         }
@@ -871,10 +934,11 @@ mod tests {
     }
 
     /// Wall and CPU time of a shape-only 32 GiB WindowPoSt partition's witness (2,349 sectors,
-    /// 125M constraints), in pieces on rayon's threads and sequentially on one
-    /// (`C2Q_WITNESS=parallel` or `sequential` for one of them; with both, they are compared).
-    /// Not run by default: `RAYON_NUM_THREADS=2 cargo test --release --lib -- --ignored
-    /// --nocapture window_post_witness_of_a_32gib_partition_timed`.
+    /// 125M constraints): native in pieces on rayon's threads, through the gadgets in pieces,
+    /// and through the gadgets sequentially on one thread (`C2Q_WITNESS=native`, `gadgets` or
+    /// `sequential` for one of them, or a comma-separated list; those made are compared). Not
+    /// run by default: `RAYON_NUM_THREADS=2 C2Q_WITNESS=native cargo test --release --lib --
+    /// --ignored --nocapture window_post_witness_of_a_32gib_partition_timed`.
     #[test]
     #[ignore]
     fn window_post_witness_of_a_32gib_partition_timed() {
@@ -889,32 +953,103 @@ mod tests {
         );
         let only = std::env::var("C2Q_WITNESS").unwrap_or_default();
         let mut made = Vec::new();
-        for how in ["parallel", "sequential"] {
-            if !only.is_empty() && !how.eq_ignore_ascii_case(&only) {
+        for how in ["native", "gadgets", "sequential"] {
+            if !only.is_empty() && !only.split(',').any(|o| how.eq_ignore_ascii_case(o.trim())) {
                 continue;
             }
             let (started, (user, sys)) = (std::time::Instant::now(), cpu_seconds());
             let witness = match how {
-                "parallel" => job.partition.witness(),
+                "native" => job.partition.witness(),
+                "gadgets" => job
+                    .partition
+                    .witness_in_pieces_of(SECTORS_PER_PIECE, Synthesis::Gadgets),
                 _ => job.partition.sequential_witness(),
             }
             .unwrap();
             let wall = started.elapsed().as_secs_f64();
             let (user2, sys2) = cpu_seconds();
+            let census = witness.census();
             eprintln!(
                 "{how}: {} threads, wall {wall:.2} s, user {:.2} s, system {:.2} s, {} pieces, \
-                 {} inputs, {} aux variables",
+                 {} inputs, {} aux variables ({} zeros, {} ones, {} others), {} MB compact",
                 rayon::current_num_threads(),
                 user2 - user,
                 sys2 - sys,
                 witness.aux.len(),
                 witness.inputs(),
-                witness.aux_len()
+                witness.aux_len(),
+                census.zeros,
+                census.ones,
+                census.others,
+                witness.bytes() / 1_000_000
             );
             made.push(witness.packed());
         }
-        if let [parallel, sequential] = &made[..] {
-            assert_eq!(parallel, sequential);
+        for other in made.iter().skip(1) {
+            assert!(*other == made[0], "the witnesses differ");
         }
+    }
+
+    /// Mean wall time of a real 2 KiB WindowPoSt partition's witness (two sectors) and a 2 KiB
+    /// WinningPoSt's (66 one-challenge "sectors"), native in pieces and through the gadgets
+    /// sequentially. Not run by default: `cargo test --release --lib -- --ignored --nocapture
+    /// post_witness_of_2kib_inputs_timed`.
+    #[test]
+    #[ignore]
+    fn post_witness_of_2kib_inputs_timed() {
+        let (mine, _) = sectors();
+        for (proof, what) in [
+            (WINDOW, "2 KiB window partition"),
+            (WINNING, "2 KiB WinningPoSt"),
+        ] {
+            let numbers: &[u64] = if proof == WINDOW { &[] } else { &[3] };
+            let job = PostJob::new(
+                mine.post_input(proof, testdata::randomness(5), numbers)
+                    .unwrap(),
+            )
+            .unwrap();
+            let runs = 50;
+            let mean = |f: &dyn Fn() -> CompactWitness| {
+                f();
+                let started = std::time::Instant::now();
+                for _ in 0..runs {
+                    f();
+                }
+                started.elapsed().as_secs_f64() * 1e3 / runs as f64
+            };
+            let native = mean(&|| job.partition.witness().unwrap());
+            let sequential = mean(&|| job.partition.sequential_witness().unwrap());
+            eprintln!(
+                "{what}: {} threads, native in pieces {native:.3} ms, gadgets sequentially \
+                 {sequential:.3} ms, {} aux variables",
+                rayon::current_num_threads(),
+                job.partition.witness().unwrap().aux_len()
+            );
+        }
+    }
+
+    /// A path element short of a sibling: an error naming the sector and challenge from the
+    /// native witness, an error (the gadget's assertion caught) from the gadgets; no panic
+    /// escapes.
+    #[test]
+    fn a_malformed_path_is_an_error() {
+        use storage_proofs_core::merkle::{MerkleProof, MerkleProofTrait};
+        type Tree = filecoin_proofs::SectorShape2KiB;
+        let mut input = shape::generate(WINDOW, 1000, 8).unwrap();
+        let mut sector: FallbackPoStSectorProof<Tree> =
+            bincode::deserialize(&input.vanilla_proofs[1]).unwrap();
+        let proofs = &mut sector.vanilla_proof.sectors[0].inclusion_proofs;
+        let mut path = proofs[3].path();
+        path[0].0.pop();
+        proofs[3] = MerkleProof::from_parts(proofs[3].leaf(), proofs[3].root(), path);
+        input.vanilla_proofs[1] = bincode::serialize(&sector).unwrap();
+        let job = PostJob::for_benchmark(input).unwrap();
+        let e = format!("{:#}", job.witness(0).unwrap_err());
+        assert!(e.contains("sector 1: challenge 3"), "{e}");
+        assert!(e.contains("6 hashes at a level of arity 8"), "{e}");
+        assert!(job
+            .partition
+            .witness_in_pieces_of(1, Synthesis::Gadgets)
+            .is_err());
     }
 }

@@ -10,6 +10,7 @@ mod job;
 pub mod params;
 pub mod shape;
 pub mod testdata;
+mod witness;
 
 use filecoin_proofs::{PoStConfig, PoStType};
 use filecoin_proofs_api::RegisteredPoStProof;
