@@ -30,10 +30,10 @@ use tokio::sync::oneshot;
 
 use crate::config::PipelineConfig;
 use crate::gate::budget::Budget;
+use crate::gate::Estimate;
 use crate::gate::Gate;
 use crate::groth16::curve::BatchAffine;
 use crate::groth16::{Backend, CompactWitness, Proof, R1cs, Srs, SrsKey, VerifyingKey};
-use crate::gate::Estimate;
 use crate::job::ProofJob;
 use crate::kinds;
 use crate::pipeline::{PartitionDone, Pipeline, Priority, Proved, Submission};

@@ -246,11 +246,16 @@ pub fn post_estimate(window: bool, sector_size: u64, in_flight: u64) -> Estimate
     // figures. Smaller WindowPoSt partitions hold two sectors; a WinningPoSt is 66 challenges
     // of one sector, 370,590 constraints at 32 GiB: under a GiB of parameters. 2 KiB circuits
     // are small (21,866 constraints for a window partition, 90,750 for a WinningPoSt):
-    // measured with `c2q prove --backend cpu`, peak RSS 47 MB and 156 MB.
+    // measured with `c2q prove --backend cpu`, peak RSS 47 MB and 156 MB. Unlike PoRep's, a
+    // full-size window partition's witness is nearly all Poseidon state (99 % of its 126.9M
+    // variables neither 0 nor 1): 4.1 GB compact, as much again packed for the GPU, 4.1 GB
+    // expanded where the finalizer or the CPU needs it, so 9 GiB with A, B, C on the GPU and
+    // 20 GiB with them (12.5 GB) on the CPU. A WinningPoSt 32 GiB ran in 0.5 GB of peak RSS
+    // (ops/bench/gpu-2026-12-03-q.md).
     let (srs, per_partition, per_partition_on_gpu) = match (window, sector_size) {
         (_, s) if s <= 2 * KIB => (256 * MIB, 256 * MIB, 64 * MIB),
         (true, s) if s <= 512 * MIB => (512 * MIB, 512 * MIB, 128 * MIB),
-        (true, _) => (52 * GIB, 16 * GIB, GIB),
+        (true, _) => (52 * GIB, 20 * GIB, 9 * GIB),
         (false, _) => (GIB, GIB, 256 * MIB),
     };
     Estimate {
