@@ -737,6 +737,19 @@ pub fn print_table(r: &PipelineReport) {
     }
 }
 
+/// CPU seconds this process has spent, user and system (the witness timing tests).
+#[cfg(test)]
+pub(crate) fn cpu_seconds() -> (f64, f64) {
+    // SAFETY: getrusage fills the struct it is given.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (s(usage.ru_utime), s(usage.ru_stime))
+}
+
 /// The process's peak resident memory (VmHWM), in bytes; 0 where /proc does not tell.
 pub fn peak_rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/status")

@@ -703,20 +703,13 @@ fn shape_snap(
     let started = Instant::now();
     let input = snap::shape::generate(proof, args.seed)?;
     let json = input.to_json()?;
-    std::fs::write(&args.out, &json)
-        .with_context(|| format!("cannot write {}", args.out.display()))?;
-    let total = started.elapsed().as_secs_f64();
-    if total > 1.0 {
-        eprintln!("[{total:6.1} s] generated and written");
-    }
-    if json.len() > snap::MAX_SNAP_INPUT_BYTES {
-        eprintln!(
-            "warning: {} is {} bytes, more than the {} bytes c2q reads as a SnapDeals input",
-            args.out.display(),
-            json.len(),
-            snap::MAX_SNAP_INPUT_BYTES
-        );
-    }
+    write_shape_only(
+        &args.out,
+        &json,
+        started,
+        snap::MAX_SNAP_INPUT_BYTES,
+        "a SnapDeals",
+    )?;
     println!(
         "{}: SHAPE-ONLY SnapDeals input (random values, not provable) of a {} update: {} \
          partitions of {} challenges, {} bytes",
@@ -726,6 +719,30 @@ fn shape_snap(
         snap::shape::challenges_per_partition(proof),
         json.len()
     );
+    Ok(())
+}
+
+/// Writes a shape-only input made since `started`, saying how long a slow one took and
+/// warning when it is larger than c2q reads as `what` input (`limit` bytes).
+fn write_shape_only(
+    out: &Path,
+    json: &[u8],
+    started: Instant,
+    limit: usize,
+    what: &str,
+) -> Result<()> {
+    std::fs::write(out, json).with_context(|| format!("cannot write {}", out.display()))?;
+    let total = started.elapsed().as_secs_f64();
+    if total > 1.0 {
+        eprintln!("[{total:6.1} s] generated and written");
+    }
+    if json.len() > limit {
+        eprintln!(
+            "warning: {} is {} bytes, more than the {limit} bytes c2q reads as {what} input",
+            out.display(),
+            json.len()
+        );
+    }
     Ok(())
 }
 
@@ -754,20 +771,13 @@ fn shape_post(args: &TestPostArgs, proof: filecoin_proofs_api::RegisteredPoStPro
     let started = Instant::now();
     let input = post::shape::generate(proof, args.miner, args.seed)?;
     let json = input.to_json()?;
-    std::fs::write(&args.out, &json)
-        .with_context(|| format!("cannot write {}", args.out.display()))?;
-    let total = started.elapsed().as_secs_f64();
-    if total > 1.0 {
-        eprintln!("[{total:6.1} s] generated and written");
-    }
-    if json.len() > post::MAX_POST_INPUT_BYTES {
-        eprintln!(
-            "warning: {} is {} bytes, more than the {} bytes c2q reads as a PoSt input",
-            args.out.display(),
-            json.len(),
-            post::MAX_POST_INPUT_BYTES
-        );
-    }
+    write_shape_only(
+        &args.out,
+        &json,
+        started,
+        post::MAX_POST_INPUT_BYTES,
+        "a PoSt",
+    )?;
     println!(
         "{}: SHAPE-ONLY PoSt input (random values, not provable) of a {} for miner {}: {} \
          sector(s) of {} challenges, {} bytes",

@@ -921,18 +921,6 @@ mod tests {
         assert!(e.contains("vanilla proof 1 has 9 challenges"), "{e}");
     }
 
-    /// CPU seconds this process has spent, user and system.
-    fn cpu_seconds() -> (f64, f64) {
-        // SAFETY: getrusage fills the struct it is given.
-        let usage = unsafe {
-            let mut usage: libc::rusage = std::mem::zeroed();
-            libc::getrusage(libc::RUSAGE_SELF, &mut usage);
-            usage
-        };
-        let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-        (s(usage.ru_utime), s(usage.ru_stime))
-    }
-
     /// Wall and CPU time of a shape-only 32 GiB WindowPoSt partition's witness (2,349 sectors,
     /// 125M constraints): native in pieces on rayon's threads, through the gadgets in pieces,
     /// and through the gadgets sequentially on one thread (`C2Q_WITNESS=native`, `gadgets` or
@@ -957,7 +945,7 @@ mod tests {
             if !only.is_empty() && !only.split(',').any(|o| how.eq_ignore_ascii_case(o.trim())) {
                 continue;
             }
-            let (started, (user, sys)) = (std::time::Instant::now(), cpu_seconds());
+            let (started, (user, sys)) = (std::time::Instant::now(), crate::bench::cpu_seconds());
             let witness = match how {
                 "native" => job.partition.witness(),
                 "gadgets" => job
@@ -967,7 +955,7 @@ mod tests {
             }
             .unwrap();
             let wall = started.elapsed().as_secs_f64();
-            let (user2, sys2) = cpu_seconds();
+            let (user2, sys2) = crate::bench::cpu_seconds();
             let census = witness.census();
             eprintln!(
                 "{how}: {} threads, wall {wall:.2} s, user {:.2} s, system {:.2} s, {} pieces, \

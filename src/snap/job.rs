@@ -621,18 +621,6 @@ mod tests {
         assert!(e.contains("7 apex leaves"), "{e}");
     }
 
-    /// CPU seconds this process has spent, user and system.
-    fn cpu_seconds() -> (f64, f64) {
-        // SAFETY: getrusage fills the struct it is given.
-        let usage = unsafe {
-            let mut usage: libc::rusage = std::mem::zeroed();
-            libc::getrusage(libc::RUSAGE_SELF, &mut usage);
-            usage
-        };
-        let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-        (s(usage.ru_utime), s(usage.ru_stime))
-    }
-
     /// Wall and CPU time of one partition's witness of a shape-only update, native and through
     /// the gadgets (`C2Q_WITNESS=native` or `gadgets` for one of them; `C2Q_SNAP_PROOF` for
     /// another update proof than StackedDrg32GiBV1). Not run by default:
@@ -687,14 +675,14 @@ mod tests {
             if !only.is_empty() && !how.eq_ignore_ascii_case(&only) {
                 continue;
             }
-            let (started, (user, sys)) = (std::time::Instant::now(), cpu_seconds());
+            let (started, (user, sys)) = (std::time::Instant::now(), crate::bench::cpu_seconds());
             let witness = match how {
                 "native" => job.partitions.witness(k),
                 _ => job.partitions.reference_witness(k),
             }
             .unwrap();
             let wall = started.elapsed().as_secs_f64();
-            let (user2, sys2) = cpu_seconds();
+            let (user2, sys2) = crate::bench::cpu_seconds();
             eprintln!(
                 "{how}: {} threads, wall {wall:.2} s, user {:.2} s, system {:.2} s, {} aux \
                  variables in {} pieces",
