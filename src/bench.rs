@@ -102,6 +102,14 @@ impl BenchProof {
         })
     }
 
+    /// The lane a worker gives a job of this proof: PoSt is urgent.
+    fn priority(&self) -> Priority {
+        match self {
+            BenchProof::Post(_) => Priority::Urgent,
+            BenchProof::Porep(_) | BenchProof::Update(_) => Priority::Normal,
+        }
+    }
+
     /// What a worker's gate reserves for a job of this proof.
     fn estimate(&self, sector_size: u64, partitions: u64, in_flight: u64) -> Estimate {
         match *self {
@@ -195,6 +203,25 @@ pub struct PipelineReport {
     pub gate: GateReport,
     /// The urgent job sent among the others, where there was one.
     pub urgent: Option<UrgentReport>,
+    /// A job of one partition (PoSt) sent alone to the idle pipeline before the run: what a
+    /// warm idle worker takes from a job's arrival to its proof (its parameters and
+    /// constraints loaded, verification skipped as for the others).
+    pub idle: Option<Latency>,
+}
+
+/// One job's way through the pipeline, in seconds from its submission.
+#[derive(Clone, Debug, Serialize)]
+pub struct Latency {
+    /// Its (first) partition's witness, then how long the partition waited for a GPU, its
+    /// proving start and its G2 finish.
+    pub witness_s: f64,
+    pub waited_for_gpu_s: f64,
+    pub start_s: f64,
+    pub finish_s: f64,
+    /// From submission to its partition's proving start.
+    pub to_start_s: f64,
+    /// From submission to its proof.
+    pub total_s: f64,
 }
 
 /// The urgent job: when it came, how long it waited for a GPU, and when it was proved.
@@ -204,14 +231,9 @@ pub struct UrgentReport {
     pub constraints: usize,
     /// Seconds after the first job was submitted.
     pub submitted_at_s: f64,
-    /// From submission to its partition's proving start (its witness computed meanwhile).
-    pub to_start_s: f64,
-    /// Its witness, and how long it then waited for a GPU busy with another job's partition.
-    pub witness_s: f64,
-    pub waited_for_gpu_s: f64,
-    pub start_s: f64,
-    /// From submission to its verified proof (verification skipped, as for the others).
-    pub total_s: f64,
+    /// Its way through the pipeline: the wait is for a GPU busy with another job's partition.
+    #[serde(flatten)]
+    pub latency: Latency,
 }
 
 /// The memory gate's view of the run, against what the process really held.
@@ -375,6 +397,28 @@ pub fn run(bench: PipelineBench) -> Result<PipelineReport> {
         u32::MAX,
     )?;
 
+    // A job of one partition is also timed alone, at the idle pipeline, before the others.
+    let idle = match partitions {
+        1 => {
+            let job: Arc<dyn ProofJob> = Arc::new(BenchJob {
+                job: bench.proof.shape_only_job(1000)?.0,
+                srs: srs.clone(),
+            });
+            eprintln!(
+                "[{:6.1} s] one {name} job alone at the idle pipeline …",
+                t.elapsed().as_secs_f64()
+            );
+            let latency = prove_timed(&pipeline, job, bench.proof.priority(), "bench-idle")?;
+            eprintln!(
+                "[{:6.1} s] proved {:.2} s after it came",
+                t.elapsed().as_secs_f64(),
+                latency.total_s
+            );
+            Some(latency)
+        }
+        _ => None,
+    };
+
     let run_start = Instant::now();
     let answers = Mutex::new(Vec::new());
     let done_at: Mutex<Vec<f64>> = Mutex::new(Vec::new());
@@ -526,6 +570,7 @@ pub fn run(bench: PipelineBench) -> Result<PipelineReport> {
             .into_inner()
             .unwrap_or_else(|e| e.into_inner())
             .transpose()?,
+        idle,
     };
     Ok(report)
 }
@@ -556,43 +601,63 @@ fn prove_urgent(
     run_start: Instant,
     t: &Instant,
 ) -> Result<UrgentReport> {
-    let submitted = Instant::now();
     let submitted_at_s = run_start.elapsed().as_secs_f64();
     eprintln!(
         "[{:6.1} s] the urgent {} job comes in",
         t.elapsed().as_secs_f64(),
         post::post_proof_name(urgent.proof)
     );
-    let (done, answer) = oneshot::channel();
-    pipeline.submit(Submission {
-        id: "bench-urgent".into(),
-        job: urgent.job.clone(),
-        priority: Priority::Urgent,
-        progress: Box::new(|_| {}),
-        done,
-    })?;
-    let proved = answer
-        .blocking_recv()
-        .context("the pipeline stopped without answering the urgent job")?
-        .map_err(|e| anyhow::anyhow!("the urgent job failed: {e}"))?;
-    let total_s = submitted.elapsed().as_secs_f64();
-    let timing = proved
-        .timings
-        .first()
-        .context("the urgent job has no partition")?;
-    let s = |ms: u64| ms as f64 / 1e3;
+    let latency = prove_timed(
+        pipeline,
+        urgent.job.clone(),
+        Priority::Urgent,
+        "bench-urgent",
+    )?;
     eprintln!(
-        "[{:6.1} s] the urgent job is proved, {total_s:.2} s after it came",
-        t.elapsed().as_secs_f64()
+        "[{:6.1} s] the urgent job is proved, {:.2} s after it came",
+        t.elapsed().as_secs_f64(),
+        latency.total_s
     );
     Ok(UrgentReport {
         proof: post::post_proof_name(urgent.proof),
         constraints: urgent.constraints,
         submitted_at_s,
-        to_start_s: s(timing.start_start_ms),
+        latency,
+    })
+}
+
+/// Submits one job, waits for its proof, and times its first partition's stages.
+fn prove_timed(
+    pipeline: &Pipeline,
+    job: Arc<dyn ProofJob>,
+    priority: Priority,
+    id: &str,
+) -> Result<Latency> {
+    let submitted = Instant::now();
+    let (done, answer) = oneshot::channel();
+    pipeline.submit(Submission {
+        id: id.into(),
+        job,
+        priority,
+        progress: Box::new(|_| {}),
+        done,
+    })?;
+    let proved = answer
+        .blocking_recv()
+        .with_context(|| format!("the pipeline stopped without answering {id}"))?
+        .map_err(|e| anyhow::anyhow!("{id} failed: {e}"))?;
+    let total_s = submitted.elapsed().as_secs_f64();
+    let timing = proved
+        .timings
+        .first()
+        .with_context(|| format!("{id} has no partition"))?;
+    let s = |ms: u64| ms as f64 / 1e3;
+    Ok(Latency {
         witness_s: s(timing.synth_end_ms.saturating_sub(timing.synth_start_ms)),
         waited_for_gpu_s: s(timing.start_start_ms.saturating_sub(timing.products_end_ms)),
         start_s: s(timing.start_end_ms.saturating_sub(timing.start_start_ms)),
+        finish_s: s(timing.finish_end_ms.saturating_sub(timing.finish_start_ms)),
+        to_start_s: s(timing.start_start_ms),
         total_s,
     })
 }
@@ -725,14 +790,25 @@ pub fn print_table(r: &PipelineReport) {
         "| before the run: constraints / SRS generation (s) | {:.1} / {:.1} |",
         r.r1cs_s, r.srs_gen_s
     );
+    if let Some(i) = &r.idle {
+        eprintln!(
+            "| one job alone at the idle pipeline: arrival to proof (s) | {:.2} |",
+            i.total_s
+        );
+        eprintln!(
+            "| alone: witness / proving start / G2 finish (s) | {:.2} / {:.2} / {:.2} |",
+            i.witness_s, i.start_s, i.finish_s
+        );
+    }
     if let Some(u) = &r.urgent {
+        let l = &u.latency;
         eprintln!(
             "| urgent {} ({} constraints), came at {:.1} s: to its proving start / total (s) | {:.2} / {:.2} |",
-            u.proof, u.constraints, u.submitted_at_s, u.to_start_s, u.total_s
+            u.proof, u.constraints, u.submitted_at_s, l.to_start_s, l.total_s
         );
         eprintln!(
             "| urgent: witness / waited for a GPU / proving start (s) | {:.2} / {:.2} / {:.2} |",
-            u.witness_s, u.waited_for_gpu_s, u.start_s
+            l.witness_s, l.waited_for_gpu_s, l.start_s
         );
     }
 }

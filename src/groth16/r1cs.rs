@@ -127,36 +127,55 @@ impl R1cs {
     /// Record `circuit`'s constraints. Values are never asked for: a blank circuit (no
     /// assignment) records the same constraints as a full one.
     pub fn record<C: Circuit<Fr>>(circuit_id: &str, circuit: C) -> Result<R1cs> {
-        let mut cs = Recorder::default();
-        cs.alloc_input(|| "one", || Ok(Fr::ONE))?;
+        let mut cs = Recorder::started();
         circuit
             .synthesize(&mut cs)
             .context("recording the circuit's constraints")?;
-        for i in 0..cs.inputs {
-            cs.enforce(
-                || "",
-                |lc| lc + Variable::new_unchecked(Index::Input(i)),
-                |lc| lc,
-                |lc| lc,
-            );
-        }
-        if let Some(e) = cs.error.take() {
+        cs.finish(circuit_id)
+    }
+
+    /// Record a circuit that is `copies` copies of `copy` one after another, each allocating
+    /// its own inputs and aux variables and reading no variable of another copy but the
+    /// constant one (a PoSt partition's sectors): the copy is recorded once and its rows are
+    /// repeated with its variables moved past the copies before it. The same constraints as
+    /// [`R1cs::record`] of the whole circuit, in seconds where the whole takes minutes.
+    pub fn record_repeated<C: Circuit<Fr>>(
+        circuit_id: &str,
+        copy: C,
+        copies: usize,
+    ) -> Result<R1cs> {
+        let mut one = Recorder::started();
+        copy.synthesize(&mut one)
+            .context("recording the circuit's constraints")?;
+        if let Some(e) = one.error.take() {
             return Err(e).context("recording the circuit's constraints");
         }
-        let mut r1cs = R1cs {
-            circuit_id: circuit_id.to_string(),
-            inputs: cs.inputs,
-            aux: cs.aux,
-            coeffs: cs.coeffs,
-            a: cs.a,
-            b: cs.b,
-            c: cs.c,
-            a_aux_density: Density::default(),
-            b_input_density: Density::default(),
-            b_aux_density: Density::default(),
+        if copies == 0 {
+            // No row left to use the copy's coefficients.
+            one.coeffs.clear();
+            one.coeff_index.clear();
+        }
+        let shift = Shift {
+            inputs: one.inputs - 1,
+            aux: one.aux,
         };
-        r1cs.derive_densities()?;
-        Ok(r1cs)
+        let count = |per: usize, what: &str| {
+            per.checked_mul(copies)
+                .filter(|n| *n < INPUT_BIT as usize)
+                .with_context(|| {
+                    format!("{copies} copies of {per} {what}: more than c2q's recorded constraints hold")
+                })
+        };
+        let mut whole = Recorder {
+            inputs: 1 + count(shift.inputs, "inputs")?,
+            aux: count(shift.aux, "aux variables")?,
+            a: shift.repeat(&one.a, copies)?,
+            b: shift.repeat(&one.b, copies)?,
+            c: shift.repeat(&one.c, copies)?,
+            ..one
+        };
+        whole.coefficient(&Fr::ONE);
+        whole.finish(circuit_id)
     }
 
     /// The distinct coefficients the terms index (index 0 is one).
@@ -468,6 +487,42 @@ struct Recorder {
 }
 
 impl Recorder {
+    /// A recorder holding the constant one, input 0.
+    fn started() -> Recorder {
+        let mut cs = Recorder::default();
+        cs.inputs = 1;
+        cs
+    }
+
+    /// bellperson's `input_i · 0 = 0` rows after the circuit's own, then the densities.
+    fn finish(mut self, circuit_id: &str) -> Result<R1cs> {
+        for i in 0..self.inputs {
+            self.enforce(
+                || "",
+                |lc| lc + Variable::new_unchecked(Index::Input(i)),
+                |lc| lc,
+                |lc| lc,
+            );
+        }
+        if let Some(e) = self.error.take() {
+            return Err(e).context("recording the circuit's constraints");
+        }
+        let mut r1cs = R1cs {
+            circuit_id: circuit_id.to_string(),
+            inputs: self.inputs,
+            aux: self.aux,
+            coeffs: self.coeffs,
+            a: self.a,
+            b: self.b,
+            c: self.c,
+            a_aux_density: Density::default(),
+            b_input_density: Density::default(),
+            b_aux_density: Density::default(),
+        };
+        r1cs.derive_densities()?;
+        Ok(r1cs)
+    }
+
     fn coefficient(&mut self, c: &Fr) -> u32 {
         if self.coeffs.is_empty() {
             self.coeffs.push(Fr::ONE);
@@ -516,6 +571,65 @@ impl Recorder {
         };
         m.terms.extend_from_slice(&terms);
         m.push_row()
+    }
+}
+
+/// How far one copy of a repeated circuit moves the variables of the next: its inputs (the
+/// constant one aside) and its aux variables.
+#[derive(Clone, Copy, Debug)]
+struct Shift {
+    inputs: usize,
+    aux: usize,
+}
+
+impl Shift {
+    /// Copy `k`'s name for a variable of the copy recorded alone (where input 0 is the
+    /// constant one, which every copy shares).
+    #[inline]
+    fn moved(self, var: u32, k: usize) -> u32 {
+        if var & INPUT_BIT == 0 {
+            (var as usize + k * self.aux) as u32
+        } else {
+            match (var & !INPUT_BIT) as usize {
+                0 => var,
+                i => INPUT_BIT | (i + k * self.inputs) as u32,
+            }
+        }
+    }
+
+    /// `m`'s rows `copies` times, copy `k`'s variables moved by `k` shifts; copies made on
+    /// rayon's threads.
+    fn repeat(self, m: &SparseMatrix, copies: usize) -> Result<SparseMatrix> {
+        let (rows, terms) = (m.rows(), m.nonzeros());
+        let total = terms
+            .checked_mul(copies)
+            .filter(|n| *n <= u32::MAX as usize)
+            .ok_or_else(too_large)?;
+        let mut out = SparseMatrix {
+            ends: vec![0; rows * copies],
+            terms: vec![Term { var: 0, coeff: 0 }; total],
+        };
+        if rows == 0 || terms == 0 {
+            // Every row ends at 0.
+            return Ok(out);
+        }
+        out.ends
+            .par_chunks_mut(rows)
+            .zip(out.terms.par_chunks_mut(terms))
+            .enumerate()
+            .for_each(|(k, (ends, copy))| {
+                let base = (k * terms) as u32;
+                for (end, &e) in ends.iter_mut().zip(&m.ends) {
+                    *end = base + e;
+                }
+                for (t, &s) in copy.iter_mut().zip(&m.terms) {
+                    *t = Term {
+                        var: self.moved(s.var, k),
+                        coeff: s.coeff,
+                    };
+                }
+            });
+        Ok(out)
     }
 }
 
@@ -823,6 +937,60 @@ mod tests {
         assert_eq!(r1cs.witness(cs.input, aux).unwrap(), full.witness);
         // Zero coefficients are not recorded, repeated terms are merged.
         assert!(r1cs.a.nonzeros() < 3 * r1cs.constraints());
+    }
+
+    /// One copy of a repeated circuit: its own inputs and aux variables, the constant one,
+    /// and coefficients it shares with the other copies.
+    #[derive(Clone, Copy)]
+    struct OneCopy;
+
+    impl Circuit<Fr> for OneCopy {
+        fn synthesize<CS: ConstraintSystem<Fr>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+            let x = cs.alloc(|| "x", || Ok(Fr::from(3u64)))?;
+            let input = cs.alloc_input(|| "in", || Ok(Fr::from(9u64)))?;
+            let y = cs.alloc(|| "y", || Ok(Fr::from(9u64)))?;
+            let second = cs.alloc_input(|| "in2", || Ok(Fr::from(27u64)))?;
+            cs.enforce(|| "square", |lc| lc + x, |lc| lc + x, |lc| lc + y);
+            cs.enforce(
+                || "input",
+                |lc| lc + y + (Fr::from(5u64), CS::one()),
+                |lc| lc + CS::one(),
+                |lc| lc + input + (-Fr::ONE, second) + (Fr::from(5u64), CS::one()),
+            );
+            cs.enforce(|| "empty", |lc| lc, |lc| lc, |lc| lc);
+            Ok(())
+        }
+    }
+
+    struct Copies(usize);
+
+    impl Circuit<Fr> for Copies {
+        fn synthesize<CS: ConstraintSystem<Fr>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+            for k in 0..self.0 {
+                OneCopy.synthesize(&mut cs.namespace(|| format!("copy_{k}")))?;
+            }
+            Ok(())
+        }
+    }
+
+    /// A copy recorded once and repeated gives the circuit of the copies recorded whole,
+    /// inputs and aux variables numbered as bellperson numbers them.
+    #[test]
+    fn a_copy_repeated_is_the_circuit_recorded_whole() {
+        for copies in [1, 2, 7] {
+            let whole = R1cs::record("copies", Copies(copies)).unwrap();
+            let repeated = R1cs::record_repeated("copies", OneCopy, copies).unwrap();
+            assert_eq!(repeated, whole, "{copies} copies");
+            assert_eq!(whole.inputs, 1 + 2 * copies);
+            // And it is the right circuit: a witness of the copies satisfies it.
+            let full = synthesize(Copies(copies)).unwrap();
+            let evals = repeated
+                .evaluate(&full.witness.input, &full.witness.aux)
+                .unwrap();
+            assert_eq!(evals, full.evals);
+        }
+        let none = R1cs::record_repeated("copies", OneCopy, 0).unwrap();
+        assert_eq!(none, R1cs::record("copies", Copies(0)).unwrap());
     }
 
     /// A circuit synthesized piece by piece (each piece after the shared preamble, skipped

@@ -186,10 +186,16 @@ impl<Tree: 'static + MerkleTreeTrait> TreePartition<Tree> {
 }
 
 impl<Tree: 'static + MerkleTreeTrait> Partition for TreePartition<Tree> {
+    /// The blank circuit's sectors are alike and each reads only its own variables (see
+    /// `pieces`): one sector recorded, repeated.
     fn record(&self, circuit_id: &str) -> Result<R1cs> {
         let blank =
             <FallbackPoStCompound<Tree> as CompoundProof<_, _>>::blank_circuit(&self.public_params);
-        R1cs::record(circuit_id, blank)
+        let sector = blank
+            .sectors
+            .first()
+            .context("a PoSt circuit without sectors")?;
+        R1cs::record_repeated(circuit_id, sector, blank.sectors.len())
     }
 
     fn witness(&self) -> Result<CompactWitness> {
@@ -861,6 +867,39 @@ mod tests {
             let job = PostJob::for_benchmark(shape::generate(proof, 1000, 2).unwrap()).unwrap();
             assert_pieces_are_the_sequential_witness(&job, &post_proof_name(proof));
         }
+    }
+
+    /// A PoSt circuit recorded as one sector repeated is the circuit recorded whole: every
+    /// tree shape the registered proofs use, one sector, several, and WinningPoSt's one sector
+    /// of 66 challenges.
+    #[test]
+    fn one_sector_repeated_records_the_whole_circuit() {
+        fn check<Tree: 'static + MerkleTreeTrait>(challenges: usize, sectors: usize) {
+            let public_params = fallback::PublicParams {
+                sector_size: 1 << 11,
+                challenge_count: challenges,
+                sector_count: sectors,
+                api_version: ApiVersion::V1_2_0,
+            };
+            let blank =
+                <FallbackPoStCompound<Tree> as CompoundProof<_, _>>::blank_circuit(&public_params);
+            let whole = R1cs::record("post", blank.clone()).unwrap();
+            let repeated = R1cs::record_repeated("post", &blank.sectors[0], sectors).unwrap();
+            assert_eq!(repeated.inputs, whole.inputs, "{sectors} sectors");
+            assert_eq!(repeated.aux, whole.aux, "{sectors} sectors");
+            assert!(
+                repeated == whole,
+                "{sectors} sectors of {challenges} challenges"
+            );
+        }
+        check::<filecoin_proofs::SectorShape2KiB>(10, 1);
+        check::<filecoin_proofs::SectorShape2KiB>(10, 2);
+        check::<filecoin_proofs::SectorShape2KiB>(10, 5);
+        check::<filecoin_proofs::SectorShape2KiB>(66, 1);
+        check::<filecoin_proofs::SectorShape8MiB>(10, 3);
+        check::<filecoin_proofs::SectorShape512MiB>(3, 3);
+        check::<filecoin_proofs::SectorShape32GiB>(2, 3);
+        check::<filecoin_proofs::SectorShape64GiB>(2, 2);
     }
 
     /// A shape-only input is refused for proving, with the reason on one line, and accepted
