@@ -23,7 +23,7 @@ use super::limbs::{
 use super::memory::{DevBuf, OutOfDeviceMemory};
 use super::msm::{g2_scratch_bytes, msm, msm_shared, msm_streamed, scratch_bytes};
 use super::ntt::Ntt;
-use super::products::DeviceR1cs;
+use super::products::{DeviceR1cs, DeviceWitness};
 use crate::groth16::{
     Backend, CpuBackend, Density, Evaluations, Multiexps, PackedWitness, R1cs, Srs, SrsKey, Witness,
 };
@@ -458,6 +458,38 @@ pub fn start_peak_bytes(domain: usize, msm_lens: [usize; 3], b_g2: bool) -> usiz
     h_phase.max(msm_phase)
 }
 
+/// Device bytes a proving start from recorded constraints (`StartInput::Device`) holds at its
+/// peak besides the point sets, the constraints and the NTT's tables, for a domain of `domain`,
+/// `inputs` inputs, L, A, B MSMs of `msm_lens` scalars (L's being the aux variables), and
+/// `expand_scratch` bytes to expand the packed witness (`gpu::witness::expand_scratch_bytes`);
+/// the B MSM in G2 too when `b_g2`. The expanded witness stays on the device throughout;
+/// beside it, one phase at a time: the packed witness while it is expanded, the products and
+/// H's transforms (three domains), H's MSM (one domain and the MSM's scratch), L's MSM (its
+/// scratch), then A's and B's, each with its query's scalars, selected just before it and
+/// freed after it. For a 32 GiB partition that is ~27 GB: its G1 points, constraints and G2
+/// points (55 GB) and a start fit on an 80 GB GPU.
+pub fn device_start_peak_bytes(
+    domain: usize,
+    inputs: usize,
+    msm_lens: [usize; 3],
+    expand_scratch: usize,
+    b_g2: bool,
+) -> usize {
+    let scalar = FR_LIMBS * 4;
+    let witness = (inputs + msm_lens[0]) * scalar;
+    let [l, a, b] = msm_lens;
+    let b_scratch = scratch_bytes(b) + if b_g2 { g2_scratch_bytes(b) } else { 0 };
+    let phases = [
+        expand_scratch,
+        3 * domain * scalar,
+        domain * scalar + scratch_bytes(domain),
+        scratch_bytes(l),
+        a * scalar + scratch_bytes(a),
+        b * scalar + b_scratch,
+    ];
+    witness + phases.into_iter().max().unwrap_or(0)
+}
+
 /// What a proving start works from.
 pub enum StartInput<'a> {
     /// a, b, c and the witness made on the host: copied over.
@@ -521,9 +553,10 @@ pub struct StartPhases {
     pub h_wait_ms: f64,
     /// The MSM over H's coefficients, with the witness scalars copied meanwhile.
     pub msm_h_ms: f64,
-    /// The selection of the A and B queries' scalars from the witness and the witness copy
-    /// (beside the MSM), then freeing the host memory of a, b and c (also beside the MSM), and
-    /// the wait for both if the MSM finished first.
+    /// From host-made a, b, c: the selection of the A and B queries' scalars from the witness
+    /// and the witness copy (beside the MSM), then freeing the host memory of a, b and c (also
+    /// beside the MSM), and the wait for both if the MSM finished first. (From recorded
+    /// constraints the queries are selected on the device, within `msm_a_ms` and `msm_b_ms`.)
     pub witness_copy_ms: f64,
     pub release_abc_ms: f64,
     pub witness_wait_ms: f64,
@@ -577,26 +610,33 @@ pub fn start_resident(
     let mut phases = StartPhases::default();
     let total = Instant::now();
 
-    let (h, [dl, d_a, d_b]) = match input {
+    let (h, l, a, b) = match input {
         StartInput::Host { evals, witness } => {
-            h_from_host(gpu, ntt, sets.h, evals, witness, lens, &mut phases)?
+            let (h, [dl, d_a, d_b]) =
+                h_from_host(gpu, ntt, sets.h, evals, witness, lens, &mut phases)?;
+            let (l, a, b) = query_msms(gpu, &sets, lens, &dl, || Ok(d_a), || Ok(d_b), &mut phases)?;
+            (h, l, a, b)
         }
         StartInput::Device {
             constraints,
             witness,
-        } => h_on_device(gpu, ntt, sets.h, constraints, witness, &mut phases)?,
+        } => {
+            let (h, dw) = h_on_device(gpu, ntt, sets.h, constraints, witness, &mut phases)?;
+            // Each query's scalars are selected just before its MSM and freed after it, so
+            // that no two selections and no MSM scratch but one share the device at once.
+            let input = &witness.input;
+            let (l, a, b) = query_msms(
+                gpu,
+                &sets,
+                lens,
+                &dw.aux,
+                || constraints.a_query(gpu, &dw, input),
+                || constraints.b_query(gpu, &dw, input),
+                &mut phases,
+            )?;
+            (h, l, a, b)
+        }
     };
-
-    let t = Instant::now();
-    let l = msm(gpu, sets.l, &dl, lens[0])?;
-    phases.msm_l_ms = ms(t);
-    let t = Instant::now();
-    let a = msm(gpu, sets.a, &d_a, lens[1])?;
-    phases.msm_a_ms = ms(t);
-    let t = Instant::now();
-    let b = msm_shared(gpu, sets.b_g1, sets.b_g2, &d_b, lens[2])?;
-    phases.msm_b_ms = ms(t);
-    phases.b_g2_on_device = b.g2.is_some();
     phases.total_ms = ms(total);
     let sums = Multiexps {
         h,
@@ -606,6 +646,32 @@ pub fn start_resident(
         b_g2: b.g2,
     };
     Ok((sums, phases))
+}
+
+/// The L, A and B multiexps, in that order: L over `l_scalars`, A and B over the scalars
+/// `a_query` and `b_query` give when their turn comes (each freed when its MSM is done). With
+/// the B query's G2 points among the sets, the B MSM sums them too.
+fn query_msms(
+    gpu: &Gpu,
+    sets: &PointSets,
+    lens: [usize; 3],
+    l_scalars: &DevBuf<u32>,
+    a_query: impl FnOnce() -> Result<DevBuf<u32>>,
+    b_query: impl FnOnce() -> Result<DevBuf<u32>>,
+    phases: &mut StartPhases,
+) -> Result<(G1Projective, G1Projective, super::msm::SharedSums)> {
+    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
+    let t = Instant::now();
+    let l = msm(gpu, sets.l, l_scalars, lens[0])?;
+    phases.msm_l_ms = ms(t);
+    let t = Instant::now();
+    let a = msm(gpu, sets.a, &a_query()?, lens[1])?;
+    phases.msm_a_ms = ms(t);
+    let t = Instant::now();
+    let b = msm_shared(gpu, sets.b_g1, sets.b_g2, &b_query()?, lens[2])?;
+    phases.msm_b_ms = ms(t);
+    phases.b_g2_on_device = b.g2.is_some();
+    Ok((l, a, b))
 }
 
 /// H's multiexp from host-made a, b, c: a goes first; while the GPU transforms it, b goes over
@@ -700,9 +766,10 @@ fn h_from_host(
 }
 
 /// H's multiexp with everything made on the device: the packed witness (~90 MB at 32 GiB) is
-/// copied and expanded, A, B, C are the recorded constraints' products with it, written into
-/// the transforms' buffers, and the A and B queries are selected from it by the resident
-/// densities. Nothing of size crosses PCIe and no host thread copies or frees gigabytes.
+/// copied and expanded, and A, B, C are the recorded constraints' products with it, written
+/// into the transforms' buffers. Nothing of size crosses PCIe and no host thread copies or
+/// frees gigabytes. Returns H and the expanded witness, which the A and B queries are then
+/// selected from by the resident densities.
 fn h_on_device(
     gpu: &Gpu,
     ntt: &mut Ntt,
@@ -710,7 +777,7 @@ fn h_on_device(
     constraints: &DeviceR1cs,
     witness: &PackedWitness,
     phases: &mut StartPhases,
-) -> Result<(G1Projective, [DevBuf<u32>; 3])> {
+) -> Result<(G1Projective, DeviceWitness)> {
     let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
     let domain = constraints.rows.max(1).next_power_of_two();
     let log_n = domain.trailing_zeros();
@@ -736,13 +803,9 @@ fn h_on_device(
     drop((db, dc));
     phases.h_ms = ms(t);
     let t = Instant::now();
-    let queries = constraints.queries(gpu, &dw, &witness.input)?;
-    gpu.sync_lane(Lane::Main)?;
-    phases.witness_copy_ms = ms(t);
-    let t = Instant::now();
     let h = msm(gpu, h_points, &da, domain - 1)?;
     phases.msm_h_ms = ms(t);
-    Ok((h, [dw.aux, queries.a, queries.b]))
+    Ok((h, dw))
 }
 
 impl CudaBackend {
@@ -770,13 +833,10 @@ impl CudaBackend {
             r1cs.inputs + r1cs.a_aux_density.count(),
             r1cs.b_input_density.count() + r1cs.b_aux_density.count(),
         ];
-        // Besides the usual working memory, the expanded witness is on the device while H is
-        // made, and its packed form while it is expanded.
-        let extra = (r1cs.aux + r1cs.inputs) * FR_LIMBS * 4
-            + super::witness::expand_scratch_bytes(&witness.aux)
-            + super::ntt::twiddle_bytes(domain.trailing_zeros());
-        let working = start_peak_bytes(domain, lens, false) + extra;
-        let working_g2 = start_peak_bytes(domain, lens, true) + extra;
+        let expand = super::witness::expand_scratch_bytes(&witness.aux);
+        let tables = super::ntt::twiddle_bytes(domain.trailing_zeros());
+        let working = device_start_peak_bytes(domain, r1cs.inputs, lens, expand, false) + tables;
+        let working_g2 = device_start_peak_bytes(domain, r1cs.inputs, lens, expand, true) + tables;
         if st
             .constraints
             .as_ref()
@@ -887,6 +947,33 @@ mod tests {
 
     fn g1_points_32g() -> usize {
         ((DOMAIN_32G - 1) + LENS_32G.iter().sum::<usize>()) * AFFINE_LIMBS * 4
+    }
+
+    /// With A, B, C made on the device, its G1 points, its recorded constraints, its B query's
+    /// G2 points and the proving start's peak all fit in an 80 GB GPU (79.6 GiB), with a GiB
+    /// left for the CUDA context and kernels: an 80 GB card proves as an H200 does.
+    #[test]
+    fn a_32_gib_partition_and_its_constraints_stay_resident_on_80_gb() {
+        let aux = LENS_32G[0];
+        // The packed witness of a PoRep partition: ~51 % zeros, ~47 % ones, ~2 % others.
+        let expand = aux.div_ceil(64) * 20 + aux / 50 * FR_LIMBS * 4;
+        let working = device_start_peak_bytes(DOMAIN_32G, 5, LENS_32G, expand, true);
+        let g2_points = LENS_32G[2] * G2_AFFINE_LIMBS * 4;
+        let all = g1_points_32g() + CONSTRAINTS_32G + g2_points + working + twiddle_bytes(27);
+        assert!(
+            all + GIB <= 79 * GIB,
+            "{} GiB in all, {} GiB of it working",
+            all / GIB,
+            working / GIB
+        );
+        // H's MSM is the peak: one domain and the largest scratch beside the witness.
+        assert_eq!(
+            working,
+            (5 + aux + DOMAIN_32G) * FR_LIMBS * 4 + scratch_bytes(DOMAIN_32G)
+        );
+        // Less than the host path's accounting plus the expanded witness, which held every
+        // query at once.
+        assert!(working + 8 * GIB < start_peak_bytes(DOMAIN_32G, LENS_32G, true) + aux * 32);
     }
 
     /// Its G1 points and the proving start's peak fit in an 80 GB GPU (79.6 GiB as the driver

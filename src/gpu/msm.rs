@@ -179,18 +179,21 @@ pub fn window_bits(m: usize) -> u32 {
 }
 
 /// Device bytes an MSM of n scalars (all of them non-trivial, the worst case) needs besides the
-/// points and scalars themselves.
+/// points and scalars themselves, at the larger of its two phases: while the digits are cut
+/// (point indices, compacted scalars, every window's digits; the classification before it
+/// holds less), and while the buckets are summed (the compacted scalars freed: indices,
+/// digits, two sort buffers, continuation slots, every window's buckets). 14 GB at 2^27.
 pub fn scratch_bytes(n: usize) -> usize {
     let c = window_bits(n);
     let windows = 256usize.div_ceil(c as usize);
     let buckets = 1usize << (c - 1);
     let xyzz = G1::XYZZ_LIMBS * 4;
-    // index, compacted scalar, digits of every window, two sort buffers, continuation slots.
-    let per_scalar = 4 + 4 + FR_LIMBS * 4 + windows * 4 + 2 * 4 + xyzz / 32;
+    let digits_phase = n * (4 + FR_LIMBS * 4 + windows * 4);
     // Every window's buckets and running-sum segments; counts, offsets and fill counters of
     // two sorts (24 bytes) and the scan's block sums.
     let per_bucket = windows * xyzz + (windows * xyzz).div_ceil(SEGMENT as usize) + 32;
-    n * per_scalar + buckets * per_bucket + (64 << 20)
+    let bucket_phase = n * (4 + windows * 4 + 2 * 4 + xyzz / 32) + buckets * per_bucket;
+    digits_phase.max(bucket_phase) + (64 << 20)
 }
 
 /// Device bytes the G2 half of `msm_shared` over n scalars needs on top of `scratch_bytes(n)`:
@@ -288,7 +291,7 @@ pub fn msm_shared(
     }
     drop(one_idx);
     if others > 0 {
-        let rest = pippenger(gpu, g1, g2, &other_idx, &other_scalars, others)?;
+        let rest = pippenger(gpu, g1, g2, &other_idx, other_scalars, others)?;
         sums.g1 += rest.g1;
         if let (Some(sum), Some(rest)) = (sums.g2.as_mut(), rest.g2) {
             *sum += rest;
@@ -579,13 +582,14 @@ impl<'a, G: DeviceGroup> Buckets<'a, G> {
 }
 
 /// Pippenger over the `m` compacted non-trivial scalars (canonical form) and their point
-/// indices, for the G1 points and, when given, the G2 points.
+/// indices, for the G1 points and, when given, the G2 points. The scalars are freed once cut
+/// into digits, before the sort buffers and buckets are made (`scratch_bytes`).
 fn pippenger(
     gpu: &Gpu,
     g1: &DevBuf<u32>,
     g2: Option<&DevBuf<u32>>,
     idx: &DevBuf<u32>,
-    scalars: &DevBuf<u32>,
+    scalars: DevBuf<u32>,
     m: u32,
 ) -> Result<SharedSums> {
     let mut trace = Trace::new();
@@ -599,6 +603,8 @@ fn pippenger(
         256,
         (scalars.ptr(), m, w.c, w.windows, digits.ptr()),
     )?;
+    // Freeing waits for the digits kernel (cuMemFree synchronises with work using it).
+    drop(scalars);
 
     // Sorting window w + 1 (memory-bound: atomics and scattered writes) runs on the side lane
     // while window w's buckets accumulate (arithmetic-bound) on the main lane, with two sets of

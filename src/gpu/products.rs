@@ -44,12 +44,6 @@ pub struct DeviceWitness {
     pub aux: DevBuf<u32>,
 }
 
-/// The A and B queries' scalars on the device.
-pub struct DeviceQueries {
-    pub a: DevBuf<u32>,
-    pub b: DevBuf<u32>,
-}
-
 impl DeviceR1cs {
     /// Device bytes `r1cs` takes once uploaded.
     pub fn bytes_for(r1cs: &R1cs) -> usize {
@@ -128,22 +122,33 @@ impl DeviceR1cs {
         Ok(DeviceWitness { input, aux })
     }
 
-    /// The A and B queries' scalars, selected on the device from `w` (queued on the main lane).
-    pub fn queries(&self, gpu: &Gpu, w: &DeviceWitness, input: &[Fr]) -> Result<DeviceQueries> {
+    /// The A query's scalars: every input, then the aux values A uses (queued on the main lane).
+    pub fn a_query(&self, gpu: &Gpu, w: &DeviceWitness, input: &[Fr]) -> Result<DevBuf<u32>> {
+        self.check_inputs(input)?;
+        let a = gpu.alloc::<u32>(self.a_query_len().max(1) * FR_LIMBS)?;
+        gpu.upload(&a, 0, scalars_as_limbs(input))?;
+        self.a_aux_density.select(gpu, &w.aux, &a, self.inputs)?;
+        Ok(a)
+    }
+
+    /// The B query's scalars: the inputs and aux values B uses (queued on the main lane).
+    pub fn b_query(&self, gpu: &Gpu, w: &DeviceWitness, input: &[Fr]) -> Result<DevBuf<u32>> {
+        self.check_inputs(input)?;
+        let b = gpu.alloc::<u32>(self.b_query_len().max(1) * FR_LIMBS)?;
+        let b_inputs = self.b_input_density.select(input);
+        gpu.upload(&b, 0, scalars_as_limbs(&b_inputs))?;
+        self.b_aux_density.select(gpu, &w.aux, &b, b_inputs.len())?;
+        Ok(b)
+    }
+
+    fn check_inputs(&self, input: &[Fr]) -> Result<()> {
         ensure!(
             input.len() == self.inputs,
             "{} inputs for constraints recorded with {}",
             input.len(),
             self.inputs
         );
-        let a = gpu.alloc::<u32>(self.a_query_len().max(1) * FR_LIMBS)?;
-        gpu.upload(&a, 0, scalars_as_limbs(input))?;
-        self.a_aux_density.select(gpu, &w.aux, &a, self.inputs)?;
-        let b = gpu.alloc::<u32>(self.b_query_len().max(1) * FR_LIMBS)?;
-        let b_inputs = self.b_input_density.select(input);
-        gpu.upload(&b, 0, scalars_as_limbs(&b_inputs))?;
-        self.b_aux_density.select(gpu, &w.aux, &b, b_inputs.len())?;
-        Ok(DeviceQueries { a, b })
+        Ok(())
     }
 
     /// Queue matrix `which` (0 = A, 1 = B, 2 = C) times the witness (`aux` and `inputs`, device

@@ -279,16 +279,65 @@ impl CompactValues {
             len: 0,
             ones: vec![0; len.div_ceil(64)],
             others: vec![0; len.div_ceil(64)],
-            values: Vec::with_capacity(pieces.iter().map(|p| p.values.len()).sum()),
+            values: join_values(pieces),
         };
         for p in pieces {
             or_bits_at(&mut out.ones, out.len, &p.ones, p.len);
             or_bits_at(&mut out.others, out.len, &p.others, p.len);
-            out.values.extend_from_slice(&p.values);
             out.len += p.len;
         }
         out
     }
+}
+
+/// Values past which `join_values` copies on several threads: below it one thread copies in
+/// milliseconds (a 32 GiB PoRep partition keeps ~90 MB of values).
+const JOIN_ON_THREADS: usize = 1 << 22;
+
+/// The pieces' values one after another. Large ones (a 32 GiB WindowPoSt partition keeps
+/// 4 GB: 99 % of its variables are Poseidon states) are copied by a few threads of their own,
+/// not rayon's, whose threads may be busy with the next partition's witness: one thread took
+/// 2.6 s there, most of it faulting in the new pages, which is what several threads share.
+fn join_values(pieces: &[CompactValues]) -> Vec<Fr> {
+    let total: usize = pieces.iter().map(|p| p.values.len()).sum();
+    let mut values: Vec<Fr> = Vec::with_capacity(total);
+    if total < JOIN_ON_THREADS {
+        for p in pieces {
+            values.extend_from_slice(&p.values);
+        }
+        return values;
+    }
+    let threads = std::thread::available_parallelism()
+        .map_or(4, |n| n.get())
+        .clamp(2, 16);
+    // Each thread copies a run of whole pieces into its own part of the spare capacity.
+    let per_thread = total.div_ceil(threads);
+    std::thread::scope(|scope| {
+        let mut rest = &mut values.spare_capacity_mut()[..total];
+        let mut run: Vec<&[Fr]> = Vec::new();
+        let mut run_len = 0;
+        for (k, p) in pieces.iter().enumerate() {
+            run.push(&p.values);
+            run_len += p.values.len();
+            if run_len >= per_thread || k + 1 == pieces.len() {
+                let (head, tail) = rest.split_at_mut(run_len);
+                rest = tail;
+                let sources = std::mem::take(&mut run);
+                run_len = 0;
+                scope.spawn(move || {
+                    let mut at = 0;
+                    for src in sources {
+                        head[at..at + src.len()].write_copy_of_slice(src);
+                        at += src.len();
+                    }
+                });
+            }
+        }
+    });
+    // SAFETY: the runs above cover the first `total` slots exactly (the pieces in order, each
+    // copied whole), and every thread has finished writing its run when the scope ends.
+    unsafe { values.set_len(total) };
+    values
 }
 
 /// ORs the first `n` bits of `src` into `dst` from bit `at` on (`dst` long enough).
@@ -373,9 +422,10 @@ impl CompactWitness {
 
     /// The form a device takes: the few inputs expanded, the aux pieces joined into one.
     ///
-    /// On the calling thread alone: it takes milliseconds, and handing it to the thread pool
-    /// would queue it behind the challenges being synthesized there (seconds each), which held
-    /// partitions back from the GPU for up to 5.8 s in a full-size run.
+    /// Off rayon's pool (on the calling thread, and `join_values`'s own threads for large
+    /// values): handing it to the pool would queue it behind the challenges being synthesized
+    /// there (seconds each), which held partitions back from the GPU for up to 5.8 s in a
+    /// full-size run.
     pub fn packed(&self) -> PackedWitness {
         let mut input = vec![Fr::ZERO; self.inputs()];
         let mut at = 0;
@@ -525,5 +575,43 @@ mod tests {
             assert_eq!(packed.expand_aux(), all);
             assert_eq!(packed.input, witness.expand().0);
         }
+    }
+
+    /// Values past `JOIN_ON_THREADS` are joined by several threads: the same values in the
+    /// same order, whatever the pieces' sizes (empty ones and one larger than a thread's share
+    /// included).
+    #[test]
+    fn large_values_joined_on_threads_keep_their_order() {
+        let sizes = [
+            0,
+            1,
+            JOIN_ON_THREADS / 3,
+            5,
+            JOIN_ON_THREADS / 2,
+            0,
+            1000,
+            JOIN_ON_THREADS / 4,
+        ];
+        let mut next = 0u64;
+        let pieces: Vec<CompactValues> = sizes
+            .iter()
+            .map(|&n| {
+                let values: Vec<Fr> = (0..n)
+                    .map(|_| {
+                        next += 1;
+                        Fr::from(next + 1)
+                    })
+                    .collect();
+                CompactValues::new(&values)
+            })
+            .collect();
+        let joined = join_values(&pieces);
+        assert!(joined.len() >= JOIN_ON_THREADS);
+        assert_eq!(joined.len() as u64, next);
+        assert!(joined
+            .iter()
+            .enumerate()
+            .all(|(i, v)| *v == Fr::from(i as u64 + 2)));
+        assert_eq!(CompactValues::concat(&pieces).values(), &joined[..]);
     }
 }
