@@ -216,16 +216,18 @@ pub fn porep_estimate(sector_size: u64, partitions: u64, in_flight: u64) -> Esti
 pub fn snap_estimate(sector_size: u64, partitions: u64, in_flight: u64) -> Estimate {
     // (resident: the SRS and the recorded constraints; per partition with A, B, C on the CPU;
     // on the GPU). 2 KiB, measured with `c2q prove --backend cpu` on a test update: parameters
-    // 656 MB, recorded constraints 95 MB, peak RSS 1.11 GB. Larger sizes are not measured:
-    // scaled from their circuits against PoRep's measured figures. The update circuit's
-    // constraints are mostly its 86 challenges' SHA-256 paths through TreeD (the sector's
-    // depth each), ~81M per partition at 32 GiB and 64 GiB against PoRep's 130M (so ~62 % of
-    // PoRep's SRS and working set), ~60M at 512 MiB; 8 MiB has 10 challenges per partition.
+    // 656 MB, recorded constraints 95 MB, peak RSS 1.11 GB. 32 GiB and 64 GiB, measured through
+    // the pipeline on an H200 (ops/bench/gpu-2026-12-03-q.md, gpu-2026-12-04-r.md): SRS 34.5 GB
+    // on the host, recorded constraints 4.7 GB, peak RSS 39.9 GB and 41.2 GB with A, B, C on
+    // the GPU and two or three jobs queued (~0.1 GB per partition in flight: a 51 MB compact
+    // witness, packed once). 512 MiB and 8 MiB are scaled from their circuits: the update
+    // circuit's constraints are mostly its challenges' SHA-256 paths through TreeD, ~81M per
+    // partition at 32 GiB and 64 GiB, ~60M at 512 MiB; 8 MiB has 10 challenges per partition.
     let (srs, per_partition, per_partition_on_gpu) = match sector_size {
         s if s <= 2 * KIB => (768 * MIB, 512 * MIB, 128 * MIB),
         s if s <= 8 * MIB => (2 * GIB, GIB, 256 * MIB),
         s if s <= 512 * MIB => (28 * GIB, 8 * GIB, GIB),
-        _ => (36 * GIB, 10 * GIB, GIB),
+        _ => (38 * GIB, 10 * GIB, GIB),
     };
     Estimate {
         srs_key: snap::srs_key(sector_size),

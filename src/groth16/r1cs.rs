@@ -489,9 +489,10 @@ struct Recorder {
 impl Recorder {
     /// A recorder holding the constant one, input 0.
     fn started() -> Recorder {
-        let mut cs = Recorder::default();
-        cs.inputs = 1;
-        cs
+        Recorder {
+            inputs: 1,
+            ..Default::default()
+        }
     }
 
     /// bellperson's `input_i · 0 = 0` rows after the circuit's own, then the densities.

@@ -327,7 +327,9 @@ fn join_values(pieces: &[CompactValues]) -> Vec<Fr> {
                 scope.spawn(move || {
                     let mut at = 0;
                     for src in sources {
-                        head[at..at + src.len()].write_copy_of_slice(src);
+                        for (slot, v) in head[at..at + src.len()].iter_mut().zip(src) {
+                            slot.write(*v);
+                        }
                         at += src.len();
                     }
                 });
