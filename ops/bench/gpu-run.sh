@@ -17,7 +17,9 @@
 #                                           among them with C2Q_BENCH_URGENT=<PoSt proof>; a
 #                                           device memory cap with C2Q_BENCH_GPU_GIB) on every
 #                                           GPU; the constraints are recorded into a parameter
-#                                           dir on the machine's disk
+#                                           dir on the machine's disk; $RUST_LOG if set (e.g.
+#                                           c2q=info,c2q::gpu::backend=debug for each start's
+#                                           phases), else c2q=info
 #   ops/bench/gpu-run.sh tune BIN OUTDIR    NTT and MSM at 2^27 for each kernel variant listed
 #                                           in $C2Q_TUNE (`;`-separated C2Q_KERNEL_DEFINES values,
 #                                           an empty one being the default build)
@@ -125,7 +127,7 @@ pipeline)
   [ -n "${C2Q_BENCH_SNAP:-}" ] && extra+=(--snap)
   [ -n "${C2Q_BENCH_URGENT:-}" ] && extra+=(--urgent "$C2Q_BENCH_URGENT")
   [ -n "${C2Q_BENCH_GPU_GIB:-}" ] && extra+=(--gpu-memory-gib "$C2Q_BENCH_GPU_GIB")
-  step bench-pipeline env RUST_LOG=c2q=info "$bin" bench pipeline --proof "${C2Q_BENCH_PROOF:-StackedDrg32GiBV1_1}" \
+  step bench-pipeline env RUST_LOG="${RUST_LOG:-c2q=info}" "$bin" bench pipeline --proof "${C2Q_BENCH_PROOF:-StackedDrg32GiBV1_1}" \
     --jobs "${C2Q_BENCH_JOBS:-2}" --device "$all" --json "${extra[@]}"
   grep '^|' "$out/bench-pipeline.log" | sed -n '/^| what/,$p' >"$out/table.md"
   summary+=("$(cat "$out/table.md")")
