@@ -166,7 +166,7 @@ impl R1cs {
                     format!("{copies} copies of {per} {what}: more than c2q's recorded constraints hold")
                 })
         };
-        let mut whole = Recorder {
+        let whole = Recorder {
             inputs: 1 + count(shift.inputs, "inputs")?,
             aux: count(shift.aux, "aux variables")?,
             a: shift.repeat(&one.a, copies)?,
@@ -174,7 +174,6 @@ impl R1cs {
             c: shift.repeat(&one.c, copies)?,
             ..one
         };
-        whole.coefficient(&Fr::ONE);
         whole.finish(circuit_id)
     }
 
@@ -598,39 +597,29 @@ impl Shift {
         }
     }
 
-    /// `m`'s rows `copies` times, copy `k`'s variables moved by `k` shifts; copies made on
-    /// rayon's threads.
+    /// `m`'s rows `copies` times, copy `k`'s variables moved by `k` shifts; written once, in
+    /// place, on rayon's threads.
     fn repeat(self, m: &SparseMatrix, copies: usize) -> Result<SparseMatrix> {
         let (rows, terms) = (m.rows(), m.nonzeros());
         let total = terms
             .checked_mul(copies)
             .filter(|n| *n <= u32::MAX as usize)
             .ok_or_else(too_large)?;
-        let mut out = SparseMatrix {
-            ends: vec![0; rows * copies],
-            terms: vec![Term { var: 0, coeff: 0 }; total],
-        };
-        if rows == 0 || terms == 0 {
-            // Every row ends at 0.
-            return Ok(out);
-        }
-        out.ends
-            .par_chunks_mut(rows)
-            .zip(out.terms.par_chunks_mut(terms))
-            .enumerate()
-            .for_each(|(k, (ends, copy))| {
-                let base = (k * terms) as u32;
-                for (end, &e) in ends.iter_mut().zip(&m.ends) {
-                    *end = base + e;
+        let ends = (0..rows * copies)
+            .into_par_iter()
+            .map(|i| (i / rows * terms) as u32 + m.ends[i % rows])
+            .collect();
+        let terms = (0..total)
+            .into_par_iter()
+            .map(|i| {
+                let t = m.terms[i % terms];
+                Term {
+                    var: self.moved(t.var, i / terms),
+                    coeff: t.coeff,
                 }
-                for (t, &s) in copy.iter_mut().zip(&m.terms) {
-                    *t = Term {
-                        var: self.moved(s.var, k),
-                        coeff: s.coeff,
-                    };
-                }
-            });
-        Ok(out)
+            })
+            .collect();
+        Ok(SparseMatrix { ends, terms })
     }
 }
 
