@@ -14,9 +14,11 @@ use super::inputs::{gen_points, gen_scalars, porep_host};
 use super::report::print_devices;
 use crate::gpu::backend::{
     start_peak_bytes, start_resident, CudaBackend, PointSets, StartInput, StartPhases,
+    StreamedPhases,
 };
 use crate::gpu::device::Gpu;
 use crate::gpu::limbs::{affine_as_limbs_mut, FR_LIMBS};
+use crate::gpu::memory::HostToDevice;
 use crate::gpu::msm::{msm, msm_shared};
 use crate::gpu::ntt::Ntt;
 use crate::groth16::{Backend, Density, Evaluations, Srs, Witness};
@@ -85,6 +87,7 @@ pub fn bench_gpu(args: &BenchGpuArgs) -> Result<()> {
             &mut rng,
         )?);
     }
+    let transfer = host_to_device(gpu)?;
     let mut streamed = None;
     if let Some(gib) = args.streamed_gib {
         let limit = crate::config::gib_to_bytes(gib)?;
@@ -103,12 +106,39 @@ pub fn bench_gpu(args: &BenchGpuArgs) -> Result<()> {
             "rows": rows,
             "partition": partition,
             "streamed": streamed,
+            "host_to_device": transfer,
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         print_table(gpu, &rows, partition.as_ref(), streamed.as_ref())?;
+        println!("{}", serde_json::to_string(&transfer)?);
     }
     Ok(())
+}
+
+/// Points of a 32 GiB PoRep partition a streamed start copies: H, L, A, B in G1 and B in G2.
+const POINTS_32G_BYTES: u64 = 47_400_000_000;
+
+/// The host-to-device bandwidth streamed points travel at, and what it means for a 32 GiB
+/// partition whose points do not fit on the GPU.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+struct Transfer {
+    host_to_device: HostToDevice,
+    /// Seconds to copy a 32 GiB partition's points (47.4 GB) at that bandwidth.
+    points_32g_s: f64,
+}
+
+fn host_to_device(gpu: &Gpu) -> Result<Transfer> {
+    let host_to_device = gpu.measure_host_to_device(1 << 30)?;
+    let points_32g_s = host_to_device.seconds_for(POINTS_32G_BYTES);
+    eprintln!(
+        "host to device: {:.1} GB/s; a 32 GiB partition's points (47.4 GB) take {points_32g_s:.2} s",
+        host_to_device.gb_per_s
+    );
+    Ok(Transfer {
+        host_to_device,
+        points_32g_s,
+    })
 }
 
 /// One timing line, printed (to stderr) as it is measured.
@@ -398,6 +428,8 @@ pub struct StreamedTiming {
     pub memory_limit_bytes: usize,
     pub total_ms: f64,
     pub device_peak_bytes: u64,
+    /// Where the start's time went, the points' copies included.
+    pub phases: Option<StreamedPhases>,
 }
 
 /// As `bench_partition`, but with the points in host memory (made on the GPU and brought
@@ -461,15 +493,23 @@ fn bench_partition_streamed(
         bail!("streamed partition run produced a point off the curve");
     }
     let device_peak_bytes = backend.gpu().peak_allocated();
+    let phases = backend.last_streamed();
+    let streaming = phases.as_ref().map(|p| p.streaming).unwrap_or_default();
     eprintln!(
-        "streamed partition: {total_ms:.0} ms within {:.2} GB (peak {:.2} GB)",
+        "streamed partition: {total_ms:.0} ms within {:.2} GB (peak {:.2} GB); points copied \
+         {:.1} GB in {:.0} ms ({:.1} GB/s), {:.0} ms of it not hidden behind the sums",
         limit as f64 / 1e9,
-        device_peak_bytes as f64 / 1e9
+        device_peak_bytes as f64 / 1e9,
+        streaming.bytes as f64 / 1e9,
+        streaming.copy_ms,
+        streaming.gb_per_s(),
+        streaming.waited_ms,
     );
     Ok(StreamedTiming {
         constraints,
         memory_limit_bytes: limit,
         total_ms,
         device_peak_bytes,
+        phases,
     })
 }

@@ -11,17 +11,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
-use blstrs::{G1Affine, G1Projective, Scalar as Fr};
-use ff::Field;
+use blstrs::{G1Projective, Scalar as Fr};
 
 use super::device::{Gpu, Lane};
 use super::discovery::list_devices;
 use super::limbs::{
-    points_as_limbs, scalars_as_limbs, scalars_as_limbs_mut, DeviceAffine, AFFINE_LIMBS, FR_LIMBS,
-    G2_AFFINE_LIMBS,
+    points_as_limbs, scalars_as_limbs, DeviceAffine, AFFINE_LIMBS, FR_LIMBS, G2_AFFINE_LIMBS,
 };
 use super::memory::{DevBuf, OutOfDeviceMemory};
-use super::msm::{g2_scratch_bytes, msm, msm_shared, msm_streamed, scratch_bytes};
+use super::msm::{
+    g2_scratch_bytes, msm, msm_shared, msm_streamed, scratch_bytes, streamed_piece_for, HostPoints,
+    Streaming,
+};
 use super::ntt::Ntt;
 use super::products::{DeviceR1cs, DeviceWitness};
 use crate::groth16::{
@@ -162,6 +163,8 @@ struct State {
     /// The recorded constraints of the circuit proved last, when they fit beside its points.
     constraints: Option<DeviceR1cs>,
     clock: u64,
+    /// How the last streamed proving start went, for benchmarks.
+    last_streamed: Option<StreamedPhases>,
 }
 
 /// Proving start on one CUDA GPU. Calls are serialised: one partition at a time per GPU.
@@ -229,12 +232,18 @@ impl CudaBackend {
                 resident: Vec::new(),
                 constraints: None,
                 clock: 0,
+                last_streamed: None,
             }),
         })
     }
 
     pub fn gpu(&self) -> &Gpu {
         &self.gpu
+    }
+
+    /// The phases of the last proving start that streamed its points, if any did.
+    pub fn last_streamed(&self) -> Option<StreamedPhases> {
+        self.state.lock().ok().and_then(|s| s.last_streamed.clone())
     }
 
     /// Device bytes held by resident parameters.
@@ -362,7 +371,6 @@ impl CudaBackend {
         gpu.bind()?;
         let n = evals.constraints();
         let domain = n.max(1).next_power_of_two();
-        let log_n = domain.trailing_zeros();
         if srs.h.len() + 1 != domain {
             bail!(
                 "circuit needs a domain of {domain}, the parameters hold {} H points",
@@ -391,50 +399,147 @@ impl CudaBackend {
                 Ok(sums)
             }
             None => {
-                // Streaming: one step at a time, the device memory going to the MSM pieces.
-                // H holds two of a, b, c at a time (a·b is formed before c comes over), so
-                // that a GPU with room for two domains and the twiddles can prove.
-                let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
-                let t = Instant::now();
-                let Evaluations { a, b, c } = evals;
-                let da = upload_scalars_padded(gpu, Lane::Main, &a, domain)?;
-                drop(a);
-                st.ntt.coset_evaluations(gpu, &da, log_n)?;
-                let db = upload_scalars_padded(gpu, Lane::Main, &b, domain)?;
-                drop(b);
-                st.ntt.coset_evaluations(gpu, &db, log_n)?;
-                st.ntt.coset_multiply(gpu, &da, &db, log_n)?;
-                drop(db);
-                let dc = upload_scalars_padded(gpu, Lane::Main, &c, domain)?;
-                drop(c);
-                st.ntt.c_coefficients(gpu, &dc, log_n)?;
-                st.ntt.h_from_coset_product(gpu, &da, &dc, log_n)?;
-                drop(dc);
-                let mut h_scalars = vec![Fr::ZERO; domain - 1];
-                gpu.download(&da, 0, scalars_as_limbs_mut(&mut h_scalars))?;
-                drop(da);
-                let h_ms = ms(t);
-                let mut msm_ms = [0.0; 4];
-                let mut timed = |k: usize, points: &[G1Affine], scalars: &[Fr]| {
-                    let t = Instant::now();
-                    let sum = msm_streamed(gpu, points, scalars);
-                    msm_ms[k] = ms(t);
-                    sum
-                };
-                // B in G2 is left to the CPU finalizer: its points are not resident either.
-                let sums = Multiexps {
-                    h: timed(0, &srs.h, &h_scalars)?,
-                    l: timed(1, &srs.l, &witness.aux)?,
-                    a: timed(2, &srs.a, &witness.a_query_scalars())?,
-                    b_g1: timed(3, &srs.b_g1, &witness.b_query_scalars())?,
-                    b_g2: None,
-                };
-                tracing::info!(gpu = %gpu.info, h_ms, msm_h_ms = msm_ms[0], msm_l_ms = msm_ms[1],
-                    msm_a_ms = msm_ms[2], msm_b_ms = msm_ms[3], "streamed proving start");
+                let (sums, phases) = start_streamed(gpu, &mut st.ntt, srs, evals, witness)?;
+                tracing::info!(gpu = %gpu.info, ?phases, "streamed proving start");
+                st.last_streamed = Some(phases);
                 Ok(sums)
             }
         }
     }
+}
+
+/// What a streamed proving start spent its time on, on the host clock.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct StreamedPhases {
+    /// a, b, c copied over and H's six transforms, two domains on the device at a time.
+    pub h_ms: f64,
+    pub msm_h_ms: f64,
+    /// Each from copying its scalars over to its sums.
+    pub msm_l_ms: f64,
+    pub msm_a_ms: f64,
+    pub msm_b_ms: f64,
+    /// Whether the B multiexp in G2 was streamed beside the one in G1 (its points are the B
+    /// query's), rather than left to the CPU finalizer.
+    pub b_g2_on_device: bool,
+    /// The points' copies over all four MSMs: bytes, time, and the part not hidden.
+    pub streaming: Streaming,
+    pub total_ms: f64,
+}
+
+/// Proving start with the points in host memory: H's transforms with two of a, b, c on the
+/// device at a time (a·b is formed before c comes over), so that a GPU with room for two
+/// domains and the twiddles can prove; then each MSM with its scalars on the device and its
+/// points streamed in pieces behind the sums (`msm_streamed`). The B query's G2 points are
+/// streamed with its G1 points where they are the B query's, so the CPU finalizer has no
+/// multiexp in G2 to do.
+fn start_streamed(
+    gpu: &Gpu,
+    ntt: &mut Ntt,
+    srs: &Srs,
+    evals: Evaluations,
+    witness: &Witness,
+) -> Result<(Multiexps, StreamedPhases)> {
+    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
+    let total = Instant::now();
+    let mut phases = StreamedPhases::default();
+    let domain = evals.constraints().max(1).next_power_of_two();
+    let log_n = domain.trailing_zeros();
+    let lens = [
+        witness.aux.len(),
+        witness.a_query_len(),
+        witness.b_query_len(),
+    ];
+    let pairs = [
+        ("L", srs.l.len(), lens[0]),
+        ("A", srs.a.len(), lens[1]),
+        ("B", srs.b_g1.len(), lens[2]),
+    ];
+    for (name, points, len) in pairs {
+        if points != len {
+            bail!("{len} scalars for the {points} {name} points");
+        }
+    }
+
+    let t = Instant::now();
+    let Evaluations { a, b, c } = evals;
+    let da = upload_scalars_padded(gpu, Lane::Main, &a, domain)?;
+    drop(a);
+    ntt.coset_evaluations(gpu, &da, log_n)?;
+    let db = upload_scalars_padded(gpu, Lane::Main, &b, domain)?;
+    drop(b);
+    ntt.coset_evaluations(gpu, &db, log_n)?;
+    ntt.coset_multiply(gpu, &da, &db, log_n)?;
+    drop(db);
+    let dc = upload_scalars_padded(gpu, Lane::Main, &c, domain)?;
+    drop(c);
+    ntt.c_coefficients(gpu, &dc, log_n)?;
+    ntt.h_from_coset_product(gpu, &da, &dc, log_n)?;
+    drop(dc);
+    phases.h_ms = ms(t);
+
+    let g1_only = |points| HostPoints {
+        g1: points,
+        g2: None,
+    };
+    let t = Instant::now();
+    let piece = streamed_piece_for(gpu, domain - 1, false)?;
+    let (h, streaming) = msm_streamed(gpu, g1_only(&srs.h), &da, domain - 1, piece)?;
+    drop(da);
+    phases.streaming += streaming;
+    phases.msm_h_ms = ms(t);
+
+    let t = Instant::now();
+    let dl = upload_scalars_padded(gpu, Lane::Main, &witness.aux, lens[0])?;
+    let piece = streamed_piece_for(gpu, lens[0], false)?;
+    let (l, streaming) = msm_streamed(gpu, g1_only(&srs.l), &dl, lens[0], piece)?;
+    drop(dl);
+    phases.streaming += streaming;
+    phases.msm_l_ms = ms(t);
+
+    let t = Instant::now();
+    let d_a = upload_query(
+        gpu,
+        &[
+            (&witness.input, None),
+            (&witness.aux, Some(&witness.a_aux_density)),
+        ],
+        lens[1],
+    )?;
+    let piece = streamed_piece_for(gpu, lens[1], false)?;
+    let (a, streaming) = msm_streamed(gpu, g1_only(&srs.a), &d_a, lens[1], piece)?;
+    drop(d_a);
+    phases.streaming += streaming;
+    phases.msm_a_ms = ms(t);
+
+    let t = Instant::now();
+    let d_b = upload_query(
+        gpu,
+        &[
+            (&witness.input, Some(&witness.b_input_density)),
+            (&witness.aux, Some(&witness.b_aux_density)),
+        ],
+        lens[2],
+    )?;
+    // Parameters made for G1 checks only have other G2 points: the finalizer reports that.
+    let b_points = HostPoints {
+        g1: &srs.b_g1,
+        g2: (srs.b_g2.len() == lens[2]).then_some(&srs.b_g2[..]),
+    };
+    let piece = streamed_piece_for(gpu, lens[2], b_points.g2.is_some())?;
+    let (b, streaming) = msm_streamed(gpu, b_points, &d_b, lens[2], piece)?;
+    drop(d_b);
+    phases.streaming += streaming;
+    phases.msm_b_ms = ms(t);
+    phases.b_g2_on_device = b.g2.is_some();
+    phases.total_ms = ms(total);
+    let sums = Multiexps {
+        h: h.g1,
+        l: l.g1,
+        a: a.g1,
+        b_g1: b.g1,
+        b_g2: b.g2,
+    };
+    Ok((sums, phases))
 }
 
 /// Device bytes `start_resident` holds at its peak besides the point sets and the NTT's tables,

@@ -414,6 +414,42 @@ impl Gpu {
     }
 }
 
+/// Host-to-device bandwidth of ordinary (pageable) host memory as c2q copies it, through the
+/// pinned staging buffers: what streamed points travel at.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct HostToDevice {
+    pub bytes: u64,
+    pub gb_per_s: f64,
+}
+
+impl HostToDevice {
+    /// Seconds to copy `bytes` at this bandwidth.
+    pub fn seconds_for(&self, bytes: u64) -> f64 {
+        bytes as f64 / (self.gb_per_s * 1e9)
+    }
+}
+
+impl Gpu {
+    /// Measures `HostToDevice` with copies of `bytes` (the best of three, after one warm-up).
+    pub fn measure_host_to_device(&self, bytes: usize) -> Result<HostToDevice> {
+        let words = bytes.div_ceil(4).max(1);
+        let host: Vec<u32> = (0..words as u32).collect();
+        let dev = self.alloc::<u32>(words)?;
+        self.upload_in(Lane::Copy, &dev, 0, &host)?;
+        let mut best = f64::MAX;
+        for _ in 0..3 {
+            let t = std::time::Instant::now();
+            self.upload_in(Lane::Copy, &dev, 0, &host)?;
+            best = best.min(t.elapsed().as_secs_f64());
+        }
+        let bytes = (words * 4) as u64;
+        Ok(HostToDevice {
+            bytes,
+            gb_per_s: bytes as f64 / best.max(1e-9) / 1e9,
+        })
+    }
+}
+
 /// Owned device memory, freed on drop. Elements are plain limbs (`u32`).
 pub struct DevBuf<T> {
     ptr: dsys::CUdeviceptr,

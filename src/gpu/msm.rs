@@ -12,13 +12,13 @@
 //! the G1 bucket accumulation and then the G2 one, and the list of ones both sums of ones.
 
 use anyhow::{ensure, Result};
-use blstrs::{G1Affine, G1Projective, G2Projective, Scalar as Fr};
+use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar as Fr};
 use group::Group;
 
 use super::device::{Gpu, Lane};
 use super::kernels::{self, blocks, Kernel, SORT_UNROLL};
 use super::limbs::{
-    affine_as_limbs, g2_jacobian_from_limbs, jacobian_from_limbs, scalars_as_limbs, AFFINE_LIMBS,
+    g2_jacobian_from_limbs, jacobian_from_limbs, points_as_limbs, scalars_as_limbs, AFFINE_LIMBS,
     FR_LIMBS, G2_AFFINE_LIMBS, G2_JACOBIAN_LIMBS, JACOBIAN_LIMBS,
 };
 use super::memory::{DevBuf, DevPtr};
@@ -253,6 +253,26 @@ pub fn msm_shared(
             g2.len() / G2::AFFINE_LIMBS
         );
     }
+    let operands = Operands {
+        g1: g1.ptr(),
+        g2: g2.map(DevBuf::ptr),
+        scalars: scalars.ptr(),
+    };
+    shared_sums(gpu, operands, n)
+}
+
+/// The device addresses of one MSM's operands, each from the first term summed: G1 points,
+/// the same terms' G2 points when their sum is wanted too, and the scalars (Montgomery form).
+#[derive(Clone, Copy)]
+struct Operands {
+    g1: DevPtr<u32>,
+    g2: Option<DevPtr<u32>>,
+    scalars: DevPtr<u32>,
+}
+
+/// `msm_shared` over operands whose buffers the caller checked hold n terms.
+fn shared_sums(gpu: &Gpu, operands: Operands, n: usize) -> Result<SharedSums> {
+    let Operands { g1, g2, scalars } = operands;
     let mut sums = SharedSums {
         g1: G1Projective::identity(),
         g2: g2.map(|_| G2Projective::identity()),
@@ -271,7 +291,7 @@ pub fn msm_shared(
         blocks(n as u64, 256)?,
         256,
         (
-            scalars.ptr(),
+            scalars,
             n32,
             one_idx.ptr(),
             other_idx.ptr(),
@@ -303,7 +323,7 @@ pub fn msm_shared(
 /// Σ P_idx[k] for k < count.
 fn sum_indexed<G: DeviceGroup>(
     gpu: &Gpu,
-    points: &DevBuf<u32>,
+    points: DevPtr<u32>,
     idx: &DevBuf<u32>,
     count: u32,
 ) -> Result<G::Point> {
@@ -311,12 +331,7 @@ fn sum_indexed<G: DeviceGroup>(
     let grid = blocks(threads, 128)?;
     let threads = grid as usize * 128;
     let partials = gpu.alloc::<u32>(threads * G::XYZZ_LIMBS)?;
-    G::SUM_INDEXED.launch(
-        gpu,
-        grid,
-        128,
-        (points.ptr(), idx.ptr(), count, partials.ptr()),
-    )?;
+    G::SUM_INDEXED.launch(gpu, grid, 128, (points, idx.ptr(), count, partials.ptr()))?;
     let out = gpu.alloc::<u32>(G::XYZZ_LIMBS)?;
     reduce_groups::<G>(gpu, &partials, 1, threads, &out)?;
     Ok(to_host::<G>(gpu, &out, 1)?[0])
@@ -486,8 +501,8 @@ impl Windows {
 /// One group's bucket work over the shared sorted lists: every window's buckets (kept, so that
 /// the window reductions run in one launch), the chunks' continuation slots, the reduction's
 /// segments and the window sums.
-struct Buckets<'a, G: DeviceGroup> {
-    points: &'a DevBuf<u32>,
+struct Buckets<G: DeviceGroup> {
+    points: DevPtr<u32>,
     buckets: DevBuf<u32>,
     cont: DevBuf<u32>,
     segs: DevBuf<u32>,
@@ -495,8 +510,8 @@ struct Buckets<'a, G: DeviceGroup> {
     _group: std::marker::PhantomData<G>,
 }
 
-impl<'a, G: DeviceGroup> Buckets<'a, G> {
-    fn new(gpu: &Gpu, points: &'a DevBuf<u32>, w: Windows) -> Result<Self> {
+impl<G: DeviceGroup> Buckets<G> {
+    fn new(gpu: &Gpu, points: DevPtr<u32>, w: Windows) -> Result<Self> {
         let (windows, xyzz) = (w.windows as usize, G::XYZZ_LIMBS);
         Ok(Buckets {
             points,
@@ -529,7 +544,7 @@ impl<'a, G: DeviceGroup> Buckets<'a, G> {
                 sort.offsets.ptr(),
                 w.nbuckets,
                 w.chunk,
-                self.points.ptr(),
+                self.points,
                 wb,
                 self.cont.ptr(),
             ),
@@ -586,8 +601,8 @@ impl<'a, G: DeviceGroup> Buckets<'a, G> {
 /// into digits, before the sort buffers and buckets are made (`scratch_bytes`).
 fn pippenger(
     gpu: &Gpu,
-    g1: &DevBuf<u32>,
-    g2: Option<&DevBuf<u32>>,
+    g1: DevPtr<u32>,
+    g2: Option<DevPtr<u32>>,
     idx: &DevBuf<u32>,
     scalars: DevBuf<u32>,
     m: u32,
@@ -692,27 +707,233 @@ fn pippenger(
     Ok(sums)
 }
 
-/// Σ s_i·P_i with points and scalars on the host, uploaded in pieces that fit in device
-/// memory: the streaming path for parameters that cannot stay resident.
-pub fn msm_streamed(gpu: &Gpu, points: &[G1Affine], scalars: &[Fr]) -> Result<G1Projective> {
+/// The host points of one streamed MSM: G1, and the same terms' G2 points when their sum is
+/// wanted too.
+#[derive(Clone, Copy)]
+pub struct HostPoints<'a> {
+    pub g1: &'a [G1Affine],
+    pub g2: Option<&'a [G2Affine]>,
+}
+
+/// What copying the points of a streamed MSM cost, on the host clock.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Streaming {
+    /// Point bytes copied to the device.
+    pub bytes: u64,
+    /// Time the copies took, all pieces together.
+    pub copy_ms: f64,
+    /// Time the arithmetic waited for them: the first piece, and any piece whose copy took
+    /// longer than the sums of the piece before. `copy_ms − waited_ms` was hidden.
+    pub waited_ms: f64,
+}
+
+impl Streaming {
+    /// Host-to-device bandwidth of the copies, GB/s.
+    pub fn gb_per_s(&self) -> f64 {
+        if self.copy_ms > 0.0 {
+            self.bytes as f64 / self.copy_ms / 1e6
+        } else {
+            0.0
+        }
+    }
+}
+
+impl std::ops::AddAssign for Streaming {
+    fn add_assign(&mut self, other: Streaming) {
+        self.bytes += other.bytes;
+        self.copy_ms += other.copy_ms;
+        self.waited_ms += other.waited_ms;
+    }
+}
+
+/// Device bytes per term of a streamed MSM's pieces: two piece buffers of points (the one
+/// being summed, the one being filled), besides each piece's MSM scratch.
+fn streamed_bytes_per_term(g2: bool) -> usize {
+    2 * (AFFINE_LIMBS * 4 + if g2 { G2_AFFINE_LIMBS * 4 } else { 0 })
+}
+
+/// Device bytes a streamed MSM with pieces of `piece` terms needs besides its scalars.
+pub fn streamed_bytes(piece: usize, g2: bool) -> usize {
+    piece * streamed_bytes_per_term(g2)
+        + scratch_bytes(piece)
+        + if g2 { g2_scratch_bytes(piece) } else { 0 }
+}
+
+/// Smallest piece a streamed MSM uses: below it the per-piece bucket work outweighs the sums.
+pub const MIN_STREAMED_PIECE: usize = 1 << 16;
+
+/// Terms per piece of a streamed MSM of n terms with `free` device bytes besides its scalars:
+/// the fewest pieces that fit, of equal size. None when not even the smallest piece fits.
+pub fn streamed_piece_len(n: usize, free: usize, g2: bool) -> Option<usize> {
+    let n = n.max(1);
+    let mut pieces = 1usize;
+    loop {
+        let piece = n.div_ceil(pieces);
+        if streamed_bytes(piece, g2) <= free {
+            return Some(piece);
+        }
+        if piece <= MIN_STREAMED_PIECE {
+            return None;
+        }
+        pieces *= 2;
+    }
+}
+
+/// Terms per piece for a streamed MSM of n terms on `gpu` now (its scalars already there):
+/// the fewest pieces that fit in the free device memory.
+pub fn streamed_piece_for(gpu: &Gpu, n: usize, g2: bool) -> Result<usize> {
+    let (free, _) = gpu.mem_info()?;
+    // A margin for the allocator's granularity and the reductions' temporaries.
+    let usable = free.saturating_sub(256 << 20);
+    streamed_piece_len(n, usable, g2).ok_or_else(|| {
+        anyhow::anyhow!(
+            "{} MB of device memory free: too little to stream an MSM of {n} points in pieces \
+             of {MIN_STREAMED_PIECE}",
+            free >> 20
+        )
+    })
+}
+
+/// Σ s_i·P_i (and Σ s_i·Q_i over the G2 points when given) for i < n, the scalars resident on
+/// the device and the points in host memory: the points go over in pieces of `piece` terms,
+/// each piece copied over the copy lane by another host thread while the piece before is
+/// summed, into two piece buffers made once. What the copies cost, and how much of it the sums
+/// hid, comes back beside the sums.
+pub fn msm_streamed(
+    gpu: &Gpu,
+    points: HostPoints,
+    scalars: &DevBuf<u32>,
+    n: usize,
+    piece: usize,
+) -> Result<(SharedSums, Streaming)> {
+    ensure!(
+        points.g1.len() >= n && scalars.len() >= n * FR_LIMBS,
+        "streamed MSM of {n} terms over {} points and {} scalars",
+        points.g1.len(),
+        scalars.len() / FR_LIMBS
+    );
+    if let Some(g2) = points.g2 {
+        ensure!(
+            g2.len() >= n,
+            "streamed MSM of {n} terms over {} G2 points",
+            g2.len()
+        );
+    }
+    let mut streaming = Streaming::default();
+    let mut sums = SharedSums {
+        g1: G1Projective::identity(),
+        g2: points.g2.map(|_| G2Projective::identity()),
+    };
+    if n == 0 {
+        return Ok((sums, streaming));
+    }
+    gpu.bind()?;
+    let with_g2 = points.g2.is_some();
+    ensure!(piece > 0, "streamed MSM in pieces of no points");
+    let pieces = n.div_ceil(piece);
+    let range = |k: usize| k * piece..((k + 1) * piece).min(n);
+    let buffers = (0..pieces.min(2))
+        .map(|_| PieceBuffers::new(gpu, piece, with_g2))
+        .collect::<Result<Vec<_>>>()?;
+    let copy = |k: usize| -> Result<(u64, f64)> {
+        let t = std::time::Instant::now();
+        gpu.bind()?;
+        let r = range(k);
+        let buf = &buffers[k % buffers.len()];
+        let g1 = points_as_limbs(&points.g1[r.clone()]);
+        gpu.upload_in(Lane::Copy, &buf.g1, 0, g1)?;
+        let mut bytes = std::mem::size_of_val(g1) as u64;
+        if let (Some(g2), Some(dst)) = (points.g2, buf.g2.as_ref()) {
+            let g2 = points_as_limbs(&g2[r]);
+            gpu.upload_in(Lane::Copy, dst, 0, g2)?;
+            bytes += std::mem::size_of_val(g2) as u64;
+        }
+        Ok((bytes, t.elapsed().as_secs_f64() * 1e3))
+    };
+    let (bytes, ms) = copy(0)?;
+    streaming += Streaming {
+        bytes,
+        copy_ms: ms,
+        waited_ms: ms,
+    };
+    std::thread::scope(|scope| -> Result<()> {
+        for k in 0..pieces {
+            // The copy of piece k + 1 fills the buffer piece k − 1 used, whose sums are done:
+            // `shared_sums` returns once its results are on the host.
+            let next = (k + 1 < pieces).then(|| scope.spawn(move || copy(k + 1)));
+            let r = range(k);
+            let buf = &buffers[k % buffers.len()];
+            let operands = Operands {
+                g1: buf.g1.ptr(),
+                g2: buf.g2.as_ref().map(DevBuf::ptr),
+                scalars: scalars.at(r.start * FR_LIMBS),
+            };
+            let part = shared_sums(gpu, operands, r.len());
+            let summed = std::time::Instant::now();
+            let copied = next.map(|h| {
+                h.join()
+                    .map_err(|_| anyhow::anyhow!("the point copy thread panicked"))
+            });
+            let waited_ms = summed.elapsed().as_secs_f64() * 1e3;
+            let part = part?;
+            sums.g1 += part.g1;
+            if let (Some(sum), Some(p)) = (sums.g2.as_mut(), part.g2) {
+                *sum += p;
+            }
+            if let Some(copied) = copied {
+                let (bytes, copy_ms) = copied??;
+                streaming += Streaming {
+                    bytes,
+                    copy_ms,
+                    waited_ms,
+                };
+            }
+        }
+        Ok(())
+    })?;
+    Ok((sums, streaming))
+}
+
+/// One piece's points on the device, in G1 and (for a shared MSM) in G2.
+struct PieceBuffers {
+    g1: DevBuf<u32>,
+    g2: Option<DevBuf<u32>>,
+}
+
+impl PieceBuffers {
+    fn new(gpu: &Gpu, piece: usize, g2: bool) -> Result<PieceBuffers> {
+        Ok(PieceBuffers {
+            g1: gpu.alloc::<u32>(piece * AFFINE_LIMBS)?,
+            g2: if g2 {
+                Some(gpu.alloc::<u32>(piece * G2_AFFINE_LIMBS)?)
+            } else {
+                None
+            },
+        })
+    }
+}
+
+/// Σ s_i·P_i with points and scalars on the host: the scalars copied over, the points
+/// streamed (`msm_streamed`).
+pub fn msm_streamed_from_host(
+    gpu: &Gpu,
+    points: &[G1Affine],
+    scalars: &[Fr],
+) -> Result<G1Projective> {
     ensure!(
         points.len() == scalars.len(),
         "MSM of {} points with {} scalars",
         points.len(),
         scalars.len()
     );
-    let (free, _) = gpu.mem_info()?;
-    let per_term = AFFINE_LIMBS * 4 + FR_LIMBS * 4 + scratch_bytes(1 << 20) / (1 << 20);
-    let piece = ((free / 10 * 7) / per_term).clamp(1 << 16, MAX_POINTS);
-    let mut total = G1Projective::identity();
-    for (p, s) in points.chunks(piece).zip(scalars.chunks(piece)) {
-        let dp = gpu.alloc::<u32>(p.len() * AFFINE_LIMBS)?;
-        gpu.upload(&dp, 0, affine_as_limbs(p))?;
-        let ds = gpu.alloc::<u32>(s.len() * FR_LIMBS)?;
-        gpu.upload(&ds, 0, scalars_as_limbs(s))?;
-        total += msm(gpu, &dp, &ds, p.len())?;
-    }
-    Ok(total)
+    let ds = gpu.alloc::<u32>(scalars.len() * FR_LIMBS)?;
+    gpu.upload(&ds, 0, scalars_as_limbs(scalars))?;
+    let host = HostPoints {
+        g1: points,
+        g2: None,
+    };
+    let piece = streamed_piece_for(gpu, scalars.len(), false)?;
+    Ok(msm_streamed(gpu, host, &ds, scalars.len(), piece)?.0.g1)
 }
 
 #[cfg(test)]
@@ -755,5 +976,31 @@ mod tests {
         assert!(g2_scratch_bytes(n) >= buckets * G2::XYZZ_LIMBS * 4);
         assert!(g2_scratch_bytes(n) < scratch_bytes(n));
         assert!(g2_scratch_bytes(n) < 4 << 30);
+    }
+
+    /// Streamed pieces: the fewest equal ones that fit, so that a 32 GiB partition's H (2^27
+    /// points) goes in 4 pieces beside its scalars and the twiddles on a 24 GiB card, and the
+    /// B query with its G2 points in a few; none when not even the smallest piece fits.
+    #[test]
+    fn streamed_pieces_fit_and_are_few() {
+        let gib = |g: usize| g << 30;
+        for (n, free, g2) in [
+            (1usize << 27, gib(16), false),
+            (1 << 27, gib(8), false),
+            (33_221_111, gib(8), true),
+            (1000, gib(1), true),
+        ] {
+            let piece = streamed_piece_len(n, free, g2).expect("a piece fits");
+            assert!(streamed_bytes(piece, g2) <= free, "n = {n}");
+            let pieces = n.div_ceil(piece);
+            if pieces > 1 {
+                // Half as many pieces would not have fitted.
+                let fewer = n.div_ceil(pieces / 2);
+                assert!(streamed_bytes(fewer, g2) > free, "n = {n}");
+            }
+        }
+        let h_24 = streamed_piece_len(1 << 27, gib(24) - gib(8) - (256 << 20), false);
+        assert_eq!(h_24.map(|p| (1usize << 27).div_ceil(p)), Some(4));
+        assert_eq!(streamed_piece_len(1 << 27, 64 << 20, false), None);
     }
 }
