@@ -20,8 +20,8 @@ use super::limbs::{
 };
 use super::memory::{DevBuf, OutOfDeviceMemory};
 use super::msm::{
-    g2_scratch_bytes, msm, msm_shared, msm_streamed, scratch_bytes, streamed_piece_for, HostPoints,
-    Streaming,
+    g1_streamed_piece, g2_scratch_bytes, msm, msm_shared, msm_streamed, scratch_bytes,
+    streamed_piece_for, HostPoints, Streaming,
 };
 use super::ntt::Ntt;
 use super::products::{DeviceR1cs, DeviceWitness};
@@ -430,8 +430,8 @@ pub struct StreamedPhases {
 /// device at a time (a·b is formed before c comes over), so that a GPU with room for two
 /// domains and the twiddles can prove; then each MSM with its scalars on the device and its
 /// points streamed in pieces behind the sums (`msm_streamed`). The B query's G2 points are
-/// streamed with its G1 points where they are the B query's, so the CPU finalizer has no
-/// multiexp in G2 to do.
+/// streamed with its G1 points where they are the B query's and there is room for pieces of
+/// both, so the CPU finalizer has no multiexp in G2 to do.
 fn start_streamed(
     gpu: &Gpu,
     ntt: &mut Ntt,
@@ -482,7 +482,7 @@ fn start_streamed(
         g2: None,
     };
     let t = Instant::now();
-    let piece = streamed_piece_for(gpu, domain - 1, false)?;
+    let piece = g1_streamed_piece(gpu, domain - 1)?;
     let (h, streaming) = msm_streamed(gpu, g1_only(&srs.h), &da, domain - 1, piece)?;
     drop(da);
     phases.streaming += streaming;
@@ -490,7 +490,7 @@ fn start_streamed(
 
     let t = Instant::now();
     let dl = upload_scalars_padded(gpu, Lane::Main, &witness.aux, lens[0])?;
-    let piece = streamed_piece_for(gpu, lens[0], false)?;
+    let piece = g1_streamed_piece(gpu, lens[0])?;
     let (l, streaming) = msm_streamed(gpu, g1_only(&srs.l), &dl, lens[0], piece)?;
     drop(dl);
     phases.streaming += streaming;
@@ -505,7 +505,7 @@ fn start_streamed(
         ],
         lens[1],
     )?;
-    let piece = streamed_piece_for(gpu, lens[1], false)?;
+    let piece = g1_streamed_piece(gpu, lens[1])?;
     let (a, streaming) = msm_streamed(gpu, g1_only(&srs.a), &d_a, lens[1], piece)?;
     drop(d_a);
     phases.streaming += streaming;
@@ -520,12 +520,24 @@ fn start_streamed(
         ],
         lens[2],
     )?;
-    // Parameters made for G1 checks only have other G2 points: the finalizer reports that.
-    let b_points = HostPoints {
-        g1: &srs.b_g1,
-        g2: (srs.b_g2.len() == lens[2]).then_some(&srs.b_g2[..]),
+    // The G2 points go too where they are the B query's (parameters made for G1 checks only
+    // have others: the finalizer reports that) and pieces with them fit; otherwise the B
+    // multiexp in G2 is left to the CPU finalizer, as when resident G1 sets leave no room.
+    let g2_piece = if srs.b_g2.len() == lens[2] {
+        streamed_piece_for(gpu, lens[2], true)?
+    } else {
+        None
     };
-    let piece = streamed_piece_for(gpu, lens[2], b_points.g2.is_some())?;
+    let (b_points, piece) = match g2_piece {
+        Some(piece) => {
+            let points = HostPoints {
+                g1: &srs.b_g1,
+                g2: Some(&srs.b_g2[..]),
+            };
+            (points, piece)
+        }
+        None => (g1_only(&srs.b_g1), g1_streamed_piece(gpu, lens[2])?),
+    };
     let (b, streaming) = msm_streamed(gpu, b_points, &d_b, lens[2], piece)?;
     drop(d_b);
     phases.streaming += streaming;

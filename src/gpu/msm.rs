@@ -780,18 +780,19 @@ pub fn streamed_piece_len(n: usize, free: usize, g2: bool) -> Option<usize> {
 }
 
 /// Terms per piece for a streamed MSM of n terms on `gpu` now (its scalars already there):
-/// the fewest pieces that fit in the free device memory.
-pub fn streamed_piece_for(gpu: &Gpu, n: usize, g2: bool) -> Result<usize> {
+/// the fewest pieces that fit in the free device memory by `streamed_bytes`, or None.
+pub fn streamed_piece_for(gpu: &Gpu, n: usize, g2: bool) -> Result<Option<usize>> {
     let (free, _) = gpu.mem_info()?;
     // A margin for the allocator's granularity and the reductions' temporaries.
-    let usable = free.saturating_sub(256 << 20);
-    streamed_piece_len(n, usable, g2).ok_or_else(|| {
-        anyhow::anyhow!(
-            "{} MB of device memory free: too little to stream an MSM of {n} points in pieces \
-             of {MIN_STREAMED_PIECE}",
-            free >> 20
-        )
-    })
+    let margin = (free / 8).min(256 << 20);
+    Ok(streamed_piece_len(n, free - margin, g2))
+}
+
+/// As `streamed_piece_for` for a G1 MSM, which streams whatever the room: when no piece fits
+/// by the estimate, whose fixed allowance for the reductions (64 MB) is far more than a small
+/// MSM uses, the smallest piece is tried, and an allocation that fails says so.
+pub fn g1_streamed_piece(gpu: &Gpu, n: usize) -> Result<usize> {
+    Ok(streamed_piece_for(gpu, n, false)?.unwrap_or(n.clamp(1, MIN_STREAMED_PIECE)))
 }
 
 /// Σ s_i·P_i (and Σ s_i·Q_i over the G2 points when given) for i < n, the scalars resident on
@@ -932,7 +933,7 @@ pub fn msm_streamed_from_host(
         g1: points,
         g2: None,
     };
-    let piece = streamed_piece_for(gpu, scalars.len(), false)?;
+    let piece = g1_streamed_piece(gpu, scalars.len())?;
     Ok(msm_streamed(gpu, host, &ds, scalars.len(), piece)?.0.g1)
 }
 
