@@ -261,7 +261,11 @@ impl Worker {
                 return Outcome::Failed(e);
             }
             Claim::Proved { proof, attempts } => {
-                tracing::info!(job_id = %job.job_id, "already proved: answering from the ledger");
+                // Whether the broker redelivered it (a channel closed before its ack) or it is
+                // another message (a resubmission, a copy this worker published), for anyone
+                // tracing a result seen twice.
+                tracing::info!(job_id = %job.job_id, redelivered = delivery.redelivered,
+                    returns = facts.returns, "already proved: answering from the ledger");
                 self.metrics.jobs.with_label_values(&["from_ledger"]).inc();
                 return Outcome::Answer(Proved::from_ledger(proof, attempts));
             }
