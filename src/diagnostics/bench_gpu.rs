@@ -13,7 +13,7 @@ use rand_chacha::ChaCha8Rng;
 use super::inputs::{gen_points, gen_scalars, porep_host};
 use super::report::print_devices;
 use crate::gpu::backend::{
-    start_peak_bytes, start_resident, CudaBackend, PointSets, StartInput, StartPhases,
+    start_peak_bytes, start_resident, CudaBackend, PointSets, Points, StartInput, StartPhases,
     StreamedPhases,
 };
 use crate::gpu::device::Gpu;
@@ -357,11 +357,11 @@ fn bench_partition(
         };
         let witness = porep_witness(seed + 4);
         let sets = PointSets {
-            h: &h_set,
-            l: &l_set,
-            a: &a_set,
-            b_g1: &b_set,
-            b_g2: b2_set.as_ref(),
+            h: Points::Device(&h_set),
+            l: Points::Device(&l_set),
+            a: Points::Device(&a_set),
+            b_g1: Points::Device(&b_set),
+            b_g2: b2_set.as_ref().map(Points::Device),
         };
         // Device memory beyond the point sets and the NTT's tables, which are allocated by now.
         let held = gpu.allocated();

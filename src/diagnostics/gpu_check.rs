@@ -19,7 +19,7 @@ use super::large_check;
 use super::proofs::{cuda_proof, proof_bytes};
 use super::report::{print_devices, seeded_rng, Tally};
 use super::sectors_check::sectors_check;
-use crate::gpu::backend::{start_peak_bytes, CudaBackend};
+use crate::gpu::backend::{device_start_peak_bytes, start_peak_bytes, CudaBackend};
 use crate::gpu::device::Gpu;
 use crate::gpu::limbs::{
     affine_as_limbs, points_as_limbs, scalars_as_limbs, AFFINE_LIMBS, G2_AFFINE_LIMBS,
@@ -29,6 +29,8 @@ use crate::gpu::msm::{
     msm, msm_shared, msm_streamed, msm_streamed_from_host, HostPoints, SharedSums,
 };
 use crate::gpu::ntt::{omega, twiddle_bytes, upload_scalars, Ntt};
+use crate::gpu::products::DeviceR1cs;
+use crate::gpu::witness::expand_scratch_bytes;
 use crate::groth16::{
     self, ntt as cpu_ntt, Backend, CpuBackend, Density, Evaluations, Multiexps, Srs, SrsKey,
     Witness,
@@ -93,7 +95,7 @@ pub fn gpu_check(args: &GpuCheckArgs) -> Result<bool> {
     t += msm_from_host(gpu, &points, &mut rng)?;
     t += msm_g1_g2(gpu, &points.plain, max_log, &mut rng)?;
     t += proving_start(&backend, args.device, &mut rng)?;
-    t += canary(&backend, &mut rng)?;
+    t += canary(&backend, args.device, &mut rng)?;
     if let Some(log_n) = args.large_log {
         t += large(gpu, log_n, &mut rng)?;
     }
@@ -546,7 +548,7 @@ fn starts_within_limits(
 
 /// A real circuit (the canary) with real densities: proofs byte-identical with the same r, s,
 /// through the CUDA backend with A, B, C from the host and made on the GPU.
-fn canary(backend: &CudaBackend, rng: &mut ChaCha8Rng) -> Result<Tally> {
+fn canary(backend: &CudaBackend, device: usize, rng: &mut ChaCha8Rng) -> Result<Tally> {
     use crate::job::ProofJob;
     let srs = crate::canary::srs()?;
     let mut t = Tally::default();
@@ -561,7 +563,73 @@ fn canary(backend: &CudaBackend, rng: &mut ChaCha8Rng) -> Result<Tally> {
         proof_bytes(&cpu)? == proof_bytes(&gpu_proof)?,
     );
     t += canary_products_on_gpu(backend, &srs, &job, &cpu, r, s)?;
+    t += canary_points_streamed(device, &srs, &job, &cpu, r, s)?;
     t.check("canary proof verifies", job.verify(&[gpu_proof]).is_ok());
+    Ok(t)
+}
+
+/// The worker's path for the canary on a GPU with room for the recorded constraints and a
+/// start but not for the points: A, B, C made on the GPU, the points streamed from host
+/// memory; the proof against the CPU's `cpu`.
+fn canary_points_streamed(
+    device: usize,
+    srs: &Srs,
+    job: &crate::canary::CanaryJob,
+    cpu: &groth16::Proof,
+    r: Fr,
+    s: Fr,
+) -> Result<Tally> {
+    use crate::job::ProofJob;
+    let mut t = Tally::default();
+    let r1cs = job.r1cs()?;
+    let witness = job.synthesize(0)?.witness;
+    let packed = job.witness(0)?.packed();
+    let domain = r1cs.constraints().max(1).next_power_of_two();
+    let lens = [
+        r1cs.aux,
+        r1cs.inputs + r1cs.a_aux_density.count(),
+        r1cs.b_input_density.count() + r1cs.b_aux_density.count(),
+    ];
+    let working = device_start_peak_bytes(
+        domain,
+        r1cs.inputs,
+        lens,
+        expand_scratch_bytes(&packed.aux),
+        false,
+    ) + twiddle_bytes(domain.trailing_zeros());
+    let constraints = DeviceR1cs::bytes_for(&r1cs);
+    let points = (srs.h.len() + srs.l.len() + srs.a.len() + srs.b_g1.len()) * AFFINE_LIMBS * 4;
+    // Halfway between room for the constraints and room for the points, beside a start.
+    let limit = working + constraints + points.saturating_sub(constraints) / 2;
+    let label = format!(
+        "canary: products on the GPU, points streamed within a {limit}-byte limit \
+         (constraints {constraints} bytes, points {points})"
+    );
+    if points <= constraints {
+        t.check(
+            &format!("{label}: the points outweigh the constraints"),
+            false,
+        );
+        return Ok(t);
+    }
+    let limited = CudaBackend::with_memory_limit(device, Some(limit))?;
+    match limited.start_from_constraints(srs, &r1cs, &packed)? {
+        Some(sums) => {
+            let streamed = groth16::finish(srs, &sums, Some(&witness), r, s)?;
+            t.check(
+                &format!(
+                    "{label}, B in G2 {}: proof bytes, cpu = cuda",
+                    if sums.b_g2.is_some() {
+                        "streamed too"
+                    } else {
+                        "left to the CPU"
+                    }
+                ),
+                proof_bytes(cpu)? == proof_bytes(&streamed)? && limited.resident_bytes() == 0,
+            );
+        }
+        None => t.check(&format!("{label}: the constraints stayed resident"), false),
+    }
     Ok(t)
 }
 

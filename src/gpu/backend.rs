@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
-use blstrs::{G1Projective, Scalar as Fr};
+use blstrs::{G1Affine, G1Projective, G2Affine, Scalar as Fr};
 
 use super::device::{Gpu, Lane};
 use super::discovery::list_devices;
@@ -20,8 +20,8 @@ use super::limbs::{
 };
 use super::memory::{DevBuf, OutOfDeviceMemory};
 use super::msm::{
-    g1_streamed_piece, g2_scratch_bytes, msm, msm_shared, msm_streamed, scratch_bytes,
-    streamed_piece_for, HostPoints, Streaming,
+    g1_streamed_piece, g2_scratch_bytes, msm_shared, msm_streamed, scratch_bytes,
+    streamed_piece_for, HostPoints, SharedSums, Streaming,
 };
 use super::ntt::Ntt;
 use super::products::{DeviceR1cs, DeviceWitness};
@@ -120,11 +120,11 @@ impl Resident {
 
     fn sets(&self) -> PointSets<'_> {
         PointSets {
-            h: &self.h,
-            l: &self.l,
-            a: &self.a,
-            b_g1: &self.b_g1,
-            b_g2: self.b_g2.as_ref(),
+            h: Points::Device(&self.h),
+            l: Points::Device(&self.l),
+            a: Points::Device(&self.a),
+            b_g1: Points::Device(&self.b_g1),
+            b_g2: self.b_g2.as_ref().map(Points::Device),
         }
     }
 }
@@ -477,23 +477,29 @@ fn start_streamed(
     drop(dc);
     phases.h_ms = ms(t);
 
-    let g1_only = |points| HostPoints {
-        g1: points,
-        g2: None,
-    };
     let t = Instant::now();
-    let piece = g1_streamed_piece(gpu, domain - 1)?;
-    let (h, streaming) = msm_streamed(gpu, g1_only(&srs.h), &da, domain - 1, piece)?;
+    let h = msm_points(
+        gpu,
+        Points::Host(&srs.h),
+        None,
+        &da,
+        domain - 1,
+        &mut phases.streaming,
+    )?;
     drop(da);
-    phases.streaming += streaming;
     phases.msm_h_ms = ms(t);
 
     let t = Instant::now();
     let dl = upload_scalars_padded(gpu, Lane::Main, &witness.aux, lens[0])?;
-    let piece = g1_streamed_piece(gpu, lens[0])?;
-    let (l, streaming) = msm_streamed(gpu, g1_only(&srs.l), &dl, lens[0], piece)?;
+    let l = msm_points(
+        gpu,
+        Points::Host(&srs.l),
+        None,
+        &dl,
+        lens[0],
+        &mut phases.streaming,
+    )?;
     drop(dl);
-    phases.streaming += streaming;
     phases.msm_l_ms = ms(t);
 
     let t = Instant::now();
@@ -505,10 +511,15 @@ fn start_streamed(
         ],
         lens[1],
     )?;
-    let piece = g1_streamed_piece(gpu, lens[1])?;
-    let (a, streaming) = msm_streamed(gpu, g1_only(&srs.a), &d_a, lens[1], piece)?;
+    let a = msm_points(
+        gpu,
+        Points::Host(&srs.a),
+        None,
+        &d_a,
+        lens[1],
+        &mut phases.streaming,
+    )?;
     drop(d_a);
-    phases.streaming += streaming;
     phases.msm_a_ms = ms(t);
 
     let t = Instant::now();
@@ -520,27 +531,18 @@ fn start_streamed(
         ],
         lens[2],
     )?;
-    // The G2 points go too where they are the B query's (parameters made for G1 checks only
-    // have others: the finalizer reports that) and pieces with them fit; otherwise the B
-    // multiexp in G2 is left to the CPU finalizer, as when resident G1 sets leave no room.
-    let g2_piece = if srs.b_g2.len() == lens[2] {
-        streamed_piece_for(gpu, lens[2], true)?
-    } else {
-        None
-    };
-    let (b_points, piece) = match g2_piece {
-        Some(piece) => {
-            let points = HostPoints {
-                g1: &srs.b_g1,
-                g2: Some(&srs.b_g2[..]),
-            };
-            (points, piece)
-        }
-        None => (g1_only(&srs.b_g1), g1_streamed_piece(gpu, lens[2])?),
-    };
-    let (b, streaming) = msm_streamed(gpu, b_points, &d_b, lens[2], piece)?;
+    // The G2 points go too where they are the B query's: parameters made for G1 checks only
+    // have others, and the finalizer reports that.
+    let b_g2 = (srs.b_g2.len() == lens[2]).then_some(Points::Host(&srs.b_g2[..]));
+    let b = msm_points(
+        gpu,
+        Points::Host(&srs.b_g1),
+        b_g2,
+        &d_b,
+        lens[2],
+        &mut phases.streaming,
+    )?;
     drop(d_b);
-    phases.streaming += streaming;
     phases.msm_b_ms = ms(t);
     phases.b_g2_on_device = b.g2.is_some();
     phases.total_ms = ms(total);
@@ -647,14 +649,79 @@ impl StartInput<'_> {
     }
 }
 
-/// One circuit's point sets on the device: the G1 sets, and the B query's G2 points when the
-/// B multiexp in G2 is to run there too.
+/// Where an MSM reads one set of points from.
+pub enum Points<'a, P> {
+    /// Resident on the device.
+    Device(&'a DevBuf<u32>),
+    /// In host memory: copied over in pieces behind the sums (`msm_streamed`).
+    Host(&'a [P]),
+}
+
+// Not derived: derive would require P: Copy of the points themselves.
+impl<P> Clone for Points<'_, P> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<P> Copy for Points<'_, P> {}
+
+impl<P: DeviceAffine> Points<'_, P> {
+    fn len(&self) -> usize {
+        match self {
+            Points::Device(buf) => buf.len() / P::LIMBS,
+            Points::Host(points) => points.len(),
+        }
+    }
+}
+
+/// One circuit's point sets, each resident or streamed: the G1 sets, and the B query's G2
+/// points when the B multiexp in G2 is to run on the GPU too.
 pub struct PointSets<'a> {
-    pub h: &'a DevBuf<u32>,
-    pub l: &'a DevBuf<u32>,
-    pub a: &'a DevBuf<u32>,
-    pub b_g1: &'a DevBuf<u32>,
-    pub b_g2: Option<&'a DevBuf<u32>>,
+    pub h: Points<'a, G1Affine>,
+    pub l: Points<'a, G1Affine>,
+    pub a: Points<'a, G1Affine>,
+    pub b_g1: Points<'a, G1Affine>,
+    pub b_g2: Option<Points<'a, G2Affine>>,
+}
+
+/// Σ s_i·P_i over `g1` and, when given, Σ s_i·Q_i over `g2`, for i < n: over one sort when
+/// both are resident (`msm_shared`), in pieces when both are streamed (`msm_streamed`, whose
+/// copies are added to `streaming`). Streamed G2 points with no room for pieces of both are
+/// left out (the result has no G2 sum, and the finalizer makes it).
+fn msm_points(
+    gpu: &Gpu,
+    g1: Points<G1Affine>,
+    g2: Option<Points<G2Affine>>,
+    scalars: &DevBuf<u32>,
+    n: usize,
+    streaming: &mut Streaming,
+) -> Result<SharedSums> {
+    match (g1, g2) {
+        (Points::Device(p), None) => msm_shared(gpu, p, None, scalars, n),
+        (Points::Device(p), Some(Points::Device(q))) => msm_shared(gpu, p, Some(q), scalars, n),
+        (Points::Host(p), g2) => {
+            let g2 = match g2 {
+                Some(Points::Host(q)) => Some(q),
+                Some(Points::Device(_)) => bail!("G2 points resident beside streamed G1 points"),
+                None => None,
+            };
+            let with_g2 = match g2 {
+                Some(q) => streamed_piece_for(gpu, n, true)?.map(|piece| (q, piece)),
+                None => None,
+            };
+            let (host, piece) = match with_g2 {
+                Some((q, piece)) => (HostPoints { g1: p, g2: Some(q) }, piece),
+                None => (HostPoints { g1: p, g2: None }, g1_streamed_piece(gpu, n)?),
+            };
+            let (sums, copied) = msm_streamed(gpu, host, scalars, n, piece)?;
+            *streaming += copied;
+            Ok(sums)
+        }
+        (Points::Device(_), Some(Points::Host(_))) => {
+            bail!("G2 points streamed beside resident G1 points")
+        }
+    }
 }
 
 /// Where the time of one proving start went, on the host clock.
@@ -683,6 +750,8 @@ pub struct StartPhases {
     /// (`b_g2_on_device`).
     pub msm_b_ms: f64,
     pub b_g2_on_device: bool,
+    /// The copies of streamed point sets (none when all are resident).
+    pub streaming: Streaming,
     pub total_ms: f64,
 }
 
@@ -707,20 +776,13 @@ pub fn start_resident(
         ("B", sets.b_g1, lens[2]),
     ];
     for (name, points, len) in pairs {
-        if points.len() != len * AFFINE_LIMBS {
-            bail!(
-                "{len} scalars for the {} {name} points",
-                points.len() / AFFINE_LIMBS
-            );
+        if points.len() != len {
+            bail!("{len} scalars for the {} {name} points", points.len());
         }
     }
     if let Some(b_g2) = sets.b_g2 {
-        if b_g2.len() != lens[2] * G2_AFFINE_LIMBS {
-            bail!(
-                "{} scalars for the {} B points in G2",
-                lens[2],
-                b_g2.len() / G2_AFFINE_LIMBS
-            );
+        if b_g2.len() != lens[2] {
+            bail!("{} scalars for the {} B points in G2", lens[2], b_g2.len());
         }
     }
     let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
@@ -779,13 +841,28 @@ fn query_msms(
 ) -> Result<(G1Projective, G1Projective, super::msm::SharedSums)> {
     let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
     let t = Instant::now();
-    let l = msm(gpu, sets.l, l_scalars, lens[0])?;
+    let l = msm_points(gpu, sets.l, None, l_scalars, lens[0], &mut phases.streaming)?.g1;
     phases.msm_l_ms = ms(t);
     let t = Instant::now();
-    let a = msm(gpu, sets.a, &a_query()?, lens[1])?;
+    let a = msm_points(
+        gpu,
+        sets.a,
+        None,
+        &a_query()?,
+        lens[1],
+        &mut phases.streaming,
+    )?
+    .g1;
     phases.msm_a_ms = ms(t);
     let t = Instant::now();
-    let b = msm_shared(gpu, sets.b_g1, sets.b_g2, &b_query()?, lens[2])?;
+    let b = msm_points(
+        gpu,
+        sets.b_g1,
+        sets.b_g2,
+        &b_query()?,
+        lens[2],
+        &mut phases.streaming,
+    )?;
     phases.msm_b_ms = ms(t);
     phases.b_g2_on_device = b.g2.is_some();
     Ok((l, a, b))
@@ -798,7 +875,7 @@ fn query_msms(
 fn h_from_host(
     gpu: &Gpu,
     ntt: &mut Ntt,
-    h_points: &DevBuf<u32>,
+    h_points: Points<G1Affine>,
     evals: Evaluations,
     witness: &Witness,
     lens: [usize; 3],
@@ -864,7 +941,7 @@ fn h_from_host(
             Ok((bufs, copy_ms, ms(t)))
         });
         let t = Instant::now();
-        let h = msm(gpu, h_points, &da, domain - 1);
+        let h = msm_points(gpu, h_points, None, &da, domain - 1, &mut phases.streaming);
         phases.msm_h_ms = ms(t);
         let t = Instant::now();
         let queries = copier
@@ -873,7 +950,7 @@ fn h_from_host(
         phases.witness_wait_ms = ms(t);
         (h, queries)
     });
-    let h = h?;
+    let h = h?.g1;
     drop(da);
     let (bufs, copy_ms, release_ms) = queries??;
     phases.witness_copy_ms = copy_ms;
@@ -890,7 +967,7 @@ fn h_from_host(
 fn h_on_device(
     gpu: &Gpu,
     ntt: &mut Ntt,
-    h_points: &DevBuf<u32>,
+    h_points: Points<G1Affine>,
     constraints: &DeviceR1cs,
     witness: &PackedWitness,
     phases: &mut StartPhases,
@@ -920,7 +997,7 @@ fn h_on_device(
     drop((db, dc));
     phases.h_ms = ms(t);
     let t = Instant::now();
-    let h = msm(gpu, h_points, &da, domain - 1)?;
+    let h = msm_points(gpu, h_points, None, &da, domain - 1, &mut phases.streaming)?.g1;
     phases.msm_h_ms = ms(t);
     Ok((h, dw))
 }
@@ -965,7 +1042,7 @@ impl CudaBackend {
         // and the products more than the B multiexp in G2 on the device (the CPU makes it in
         // a fraction of the time A, B and C take there).
         let Some(i) = self.ensure_resident(st, srs, working)? else {
-            return Ok(None);
+            return self.start_streamed_from_constraints(st, srs, r1cs, witness, working);
         };
         if st.constraints.is_none() {
             let need = DeviceR1cs::bytes_for(r1cs);
@@ -1008,6 +1085,63 @@ impl CudaBackend {
             },
         )?;
         tracing::debug!(gpu = %gpu.info, ?phases, "proving start, products on the device");
+        Ok(Some(sums))
+    }
+
+    /// Proving start from recorded constraints with the points left in host memory, for a GPU
+    /// with room for the constraints and a start's working memory (`working`) but not for the
+    /// points as well: A, B, C are still made on the GPU, so the host's cores and a, b, c's
+    /// copies stay out of it, and each MSM streams its points (`msm_streamed`). `None` when the
+    /// constraints do not fit either: the caller makes A, B, C on the CPU.
+    fn start_streamed_from_constraints(
+        &self,
+        st: &mut State,
+        srs: &Srs,
+        r1cs: &R1cs,
+        witness: &PackedWitness,
+        working: usize,
+    ) -> Result<Option<Multiexps>> {
+        let gpu = &self.gpu;
+        if st.constraints.is_none() {
+            let need = DeviceR1cs::bytes_for(r1cs);
+            let (free, _) = gpu.mem_info()?;
+            // `working` counts each MSM's scratch as if its points were resident; streamed
+            // pieces size themselves to what is free then, half a piece's points costing
+            // about what its scratch does.
+            if need + working > free {
+                tracing::info!(circuit = %r1cs.circuit_id, need, free, working, "recorded constraints do not fit beside a streamed start");
+                return Ok(None);
+            }
+            match DeviceR1cs::upload(gpu, r1cs) {
+                Ok(d) => {
+                    tracing::info!(circuit = %r1cs.circuit_id, bytes = d.bytes(), gpu = %gpu.info, "recorded constraints resident on the GPU, the points streamed from host memory");
+                    st.constraints = Some(d);
+                }
+                Err(e) if e.downcast_ref::<OutOfDeviceMemory>().is_some() => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        }
+        let State {
+            ntt, constraints, ..
+        } = st;
+        let Some(d) = constraints.as_ref() else {
+            return Ok(None);
+        };
+        let b_query = d.b_query_len();
+        let sets = PointSets {
+            h: Points::Host(&srs.h),
+            l: Points::Host(&srs.l),
+            a: Points::Host(&srs.a),
+            b_g1: Points::Host(&srs.b_g1),
+            // Where they are the B query's: parameters made for G1 checks only have others.
+            b_g2: (srs.b_g2.len() == b_query).then_some(Points::Host(&srs.b_g2[..])),
+        };
+        let input = StartInput::Device {
+            constraints: d,
+            witness,
+        };
+        let (sums, phases) = start_resident(gpu, ntt, sets, input)?;
+        tracing::debug!(gpu = %gpu.info, ?phases, "proving start, products on the device, points streamed");
         Ok(Some(sums))
     }
 
