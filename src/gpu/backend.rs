@@ -276,23 +276,10 @@ impl CudaBackend {
             tracing::info!(srs = %srs.key, need, total, "parameters larger than the GPU: streaming them");
             return Ok(None);
         }
-        loop {
+        if !self.make_room(st, need + working)? {
             let (free, _) = self.gpu.mem_info()?;
-            if need + working <= free {
-                break;
-            }
-            let Some(victim) = st
-                .resident
-                .iter()
-                .enumerate()
-                .min_by_key(|(_, r)| r.last_use)
-                .map(|(i, _)| i)
-            else {
-                tracing::info!(srs = %srs.key, need, free, "not enough free device memory: streaming parameters");
-                return Ok(None);
-            };
-            let r = st.resident.remove(victim);
-            tracing::info!(evicted = %r.key, bytes = r.bytes(), "evicting resident parameters");
+            tracing::info!(srs = %srs.key, need, free, "not enough free device memory: streaming parameters");
+            return Ok(None);
         }
         let uploaded = (|| -> Result<Resident> {
             Ok(Resident {
@@ -318,6 +305,28 @@ impl CudaBackend {
                 Ok(None)
             }
             Err(e) => Err(e),
+        }
+    }
+
+    /// Evicts the least recently used resident parameters until `bytes` are free; whether
+    /// they are.
+    fn make_room(&self, st: &mut State, bytes: usize) -> Result<bool> {
+        loop {
+            let (free, _) = self.gpu.mem_info()?;
+            if bytes <= free {
+                return Ok(true);
+            }
+            let Some(victim) = st
+                .resident
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, r)| r.last_use)
+                .map(|(i, _)| i)
+            else {
+                return Ok(false);
+            };
+            let r = st.resident.remove(victim);
+            tracing::info!(evicted = %r.key, bytes = r.bytes(), "evicting resident parameters");
         }
     }
 
@@ -1104,12 +1113,13 @@ impl CudaBackend {
         let gpu = &self.gpu;
         if st.constraints.is_none() {
             let need = DeviceR1cs::bytes_for(r1cs);
-            let (free, _) = gpu.mem_info()?;
             // `working` counts each MSM's scratch as if its points were resident; streamed
             // pieces size themselves to what is free then, half a piece's points costing
-            // about what its scratch does.
-            if need + working > free {
-                tracing::info!(circuit = %r1cs.circuit_id, need, free, working, "recorded constraints do not fit beside a streamed start");
+            // about what its scratch does. Other circuits' points give way, as they would to
+            // this circuit's own.
+            if !self.make_room(st, need + working)? {
+                let (free, _) = gpu.mem_info()?;
+                tracing::debug!(circuit = %r1cs.circuit_id, need, free, working, "recorded constraints do not fit beside a streamed start");
                 return Ok(None);
             }
             match DeviceR1cs::upload(gpu, r1cs) {
