@@ -172,23 +172,25 @@ impl Pipeline {
         }
         drop(to_products);
         // Backends that make A, B, C on the device get the bare witness.
-        let on_device = backends.iter().all(|b| b.products_on_device());
+        let place = Arc::new(stages::ProductsPlace::new(
+            backends.iter().all(|b| b.products_on_device()),
+        ));
         for i in 0..backends.len() {
             let (rx, tx, to_assemble) =
                 (products_rx.clone(), to_start.clone(), to_assemble.clone());
+            let place = place.clone();
             threads.push(spawn(
                 &format!("c2q-products-{i}"),
-                Box::new(move || stages::products(rx, on_device, tx, to_assemble)),
+                Box::new(move || stages::products(rx, place, tx, to_assemble)),
             )?);
         }
         drop(to_start);
         {
             let to_assemble = to_assemble.clone();
+            let place = place.clone();
             threads.push(spawn(
                 "c2q-urgent",
-                Box::new(move || {
-                    stages::urgent(urgent_jobs, on_device, urgent_to_start, to_assemble)
-                }),
+                Box::new(move || stages::urgent(urgent_jobs, place, urgent_to_start, to_assemble)),
             )?);
         }
         let quarantine = Arc::new(stages::Quarantine::new(quarantine_after, backends.len()));
@@ -200,9 +202,10 @@ impl Pipeline {
             };
             let to_assemble = to_assemble.clone();
             let quarantine = quarantine.clone();
+            let place = place.clone();
             threads.push(spawn(
                 &format!("c2q-start-{i}"),
-                Box::new(move || stages::start(backend, quarantine, rx, tx, to_assemble)),
+                Box::new(move || stages::start(backend, place, quarantine, rx, tx, to_assemble)),
             )?);
         }
         drop(to_finish);
@@ -436,10 +439,17 @@ mod tests {
             .expect("pipeline starts");
         let (proved, reports) = prove_one_reporting(&pipeline, "no-room", 3);
         let proved = proved.expect("proved and verified");
-        pipeline.shutdown();
         assert_eq!(proved.proof.len(), 3 * 192);
-        assert_eq!(gpu.0.load(Ordering::SeqCst), 3);
         assert_reported(&reports, 3, false);
+        // Declined once, the circuit's products are made ahead on the CPU: partitions packed
+        // before the first refusal may still be offered, none after it.
+        let offered = gpu.0.load(Ordering::SeqCst);
+        assert!((1..=3).contains(&offered), "offered {offered} times");
+        let (proved, reports) = prove_one_reporting(&pipeline, "no-room-again", 3);
+        pipeline.shutdown();
+        assert_eq!(proved.expect("proved and verified").proof.len(), 3 * 192);
+        assert_reported(&reports, 3, false);
+        assert_eq!(gpu.0.load(Ordering::SeqCst), offered, "offered again");
     }
 
     fn prove_one(pipeline: &Pipeline, id: &str, partitions: usize) -> Result<Proved, StageError> {

@@ -210,6 +210,42 @@ pub(super) fn intake(jobs: Receiver<Submission>, to_synth: Sender<SynthItem>) {
     }
 }
 
+/// Where each circuit's A, B and C are made: on the device when the backends take packed
+/// witnesses, until a backend declines a circuit's (its recorded constraints do not fit on the
+/// GPU beside a proving start). From then on that circuit's products are made on the CPU in
+/// the products stage, ahead of its start, so that the GPU proves other partitions meanwhile
+/// instead of waiting for them in its own start.
+pub(super) struct ProductsPlace {
+    on_device: bool,
+    declined: Mutex<std::collections::HashSet<String>>,
+}
+
+impl ProductsPlace {
+    pub(super) fn new(on_device: bool) -> ProductsPlace {
+        ProductsPlace {
+            on_device,
+            declined: Mutex::new(Default::default()),
+        }
+    }
+
+    fn on_device(&self, circuit: &str) -> bool {
+        self.on_device
+            && !self
+                .declined
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains(circuit)
+    }
+
+    /// Records that a backend declined `circuit`'s products; whether it is the first time.
+    fn decline(&self, circuit: &str) -> bool {
+        self.declined
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(circuit.to_string())
+    }
+}
+
 /// The urgent lane (PoSt, due within a deadline): one thread that takes urgent jobs, computes
 /// each partition's witness and products itself (the synthesis and products threads may all
 /// be waiting, full, behind the GPU) and offers it to the proving-start threads, which take
@@ -217,7 +253,7 @@ pub(super) fn intake(jobs: Receiver<Submission>, to_synth: Sender<SynthItem>) {
 /// lane already on a GPU finishes first: an urgent one waits at most one proving start.
 pub(super) fn urgent(
     jobs: Receiver<Submission>,
-    on_device: bool,
+    place: Arc<ProductsPlace>,
     to_start: Sender<StartItem>,
     to_assemble: Sender<AssembleItem>,
 ) {
@@ -230,7 +266,7 @@ pub(super) fn urgent(
                 break;
             }
             let prepared =
-                synthesize(ctx.clone(), partition).and_then(|item| prepare(item, on_device));
+                synthesize(ctx.clone(), partition).and_then(|item| prepare(item, &place));
             match prepared {
                 Ok(item) => {
                     if to_start.send(item).is_err() {
@@ -294,8 +330,11 @@ pub(super) fn synthesis(
 }
 
 /// What proving start takes from a witness: the packed witness where the backends make A, B
-/// and C on the device, else A, B, C evaluated here from the recorded constraints.
-fn prepare(item: WitnessItem, on_device: bool) -> Result<StartItem, (Arc<JobCtx>, StageError)> {
+/// and C on the device (`place`), else A, B, C evaluated here from the recorded constraints.
+fn prepare(
+    item: WitnessItem,
+    place: &ProductsPlace,
+) -> Result<StartItem, (Arc<JobCtx>, StageError)> {
     let WitnessItem {
         ctx,
         partition,
@@ -304,6 +343,7 @@ fn prepare(item: WitnessItem, on_device: bool) -> Result<StartItem, (Arc<JobCtx>
     } = item;
     timing.products_start_ms = ctx.ms();
     let r1cs = ctx.r1cs.clone();
+    let on_device = place.on_device(&r1cs.circuit_id);
     let prepared = guarded(Stage::Synthesis, || {
         if on_device {
             Ok(Prepared::Packed(witness.packed()))
@@ -331,7 +371,7 @@ fn prepare(item: WitnessItem, on_device: bool) -> Result<StartItem, (Arc<JobCtx>
 /// the partitions about to be proved hold full-size values.
 pub(super) fn products(
     items: Receiver<WitnessItem>,
-    on_device: bool,
+    place: Arc<ProductsPlace>,
     to_start: Sender<StartItem>,
     to_assemble: Sender<AssembleItem>,
 ) {
@@ -340,7 +380,7 @@ pub(super) fn products(
             continue;
         }
         let partition = item.partition;
-        match prepare(item, on_device) {
+        match prepare(item, &place) {
             Ok(item) => {
                 if to_start.send(item).is_err() {
                     return;
@@ -408,7 +448,7 @@ fn start_one(
     backend: &dyn Backend,
     ctx: &JobCtx,
     prepared: Prepared,
-    told: &mut bool,
+    place: &ProductsPlace,
 ) -> Result<Started, StageError> {
     let srs = &ctx.srs;
     match prepared {
@@ -437,14 +477,13 @@ fn start_one(
                     products_on_gpu: true,
                 });
             }
-            if !*told {
-                *told = true;
+            if place.decline(&r1cs.circuit_id) {
                 tracing::warn!(
                     backend = %backend.name(),
                     circuit = %r1cs.circuit_id,
                     bytes = r1cs.bytes(),
-                    "the recorded constraints do not fit on this GPU beside the \
-                     parameters: A, B and C are made on the CPU (slower)"
+                    "the recorded constraints do not fit on this GPU beside a proving \
+                     start: A, B and C are made on the CPU from now on, ahead of each start"
                 );
             }
             let (witness, evals) = guarded(Stage::Synthesis, || {
@@ -510,13 +549,13 @@ impl Quarantine {
 
 pub(super) fn start(
     backend: Arc<dyn Backend>,
+    place: Arc<ProductsPlace>,
     quarantine: Arc<Quarantine>,
     mut items: Lanes<StartItem>,
     to_finish: FinishQueues,
     to_assemble: Sender<AssembleItem>,
 ) {
     let mut failures_in_a_row = 0u32;
-    let mut told = false;
     while let Some(item) = items.recv() {
         let StartItem {
             ctx,
@@ -528,7 +567,7 @@ pub(super) fn start(
             continue;
         }
         timing.start_start_ms = ctx.ms();
-        match start_one(&*backend, &ctx, prepared, &mut told) {
+        match start_one(&*backend, &ctx, prepared, &place) {
             Ok(Started {
                 witness,
                 sums,
