@@ -1,11 +1,12 @@
 //! The CUDA backend of proving start, and the choice between backends.
 //!
-//! Per partition: a, b, c go to the GPU (their host memory is released once they are there),
-//! H comes out of the NTTs without leaving the device, and the four G1 MSMs run over parameter
-//! point sets kept resident on the GPU between proofs (keyed by `Srs::id`), or, when
-//! they do not fit, streamed from host memory piece by piece. The B query's G2 points join the
-//! resident G1 sets when there is room for them too: the B multiexp in G2 then runs beside the
-//! one in G1, over its sort, and the CPU finalizer is left the randomization only.
+//! Per partition: A, B, C are made on the GPU from the recorded constraints (or come from the
+//! host, their host memory released once they are there), H comes out of the NTTs without
+//! leaving the device, and the four G1 MSMs run over parameter point sets kept resident on the
+//! GPU between proofs (keyed by `Srs::key`), or, when they do not fit, streamed from host
+//! memory in pieces behind the sums (`Points::Host`). The B query's G2 points join the G1 sets
+//! when there is room for them too: the B multiexp in G2 then runs beside the one in G1, over
+//! its sort, and the CPU finalizer is left the randomization only.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
