@@ -126,13 +126,26 @@ pub struct PipelineBench {
     pub jobs: usize,
     /// A PoSt proof: one job of it sent through the urgent lane while the others are proved.
     pub urgent: Option<RegisteredPoStProof>,
-    pub backends: Vec<Arc<dyn Backend>>,
-    /// Device memory peaks, read after the run (one per GPU; empty on the CPU backend).
-    pub device_peaks: Vec<Arc<dyn Fn() -> u64 + Send + Sync>>,
+    /// One run per entry, in order, over the same inputs, constraints and SRS: the device
+    /// memory c2q may use on each GPU (None: all of it, and the only entry on the CPU backend).
+    pub gpu_memory_limits: Vec<Option<usize>>,
+    /// Opens one run's backends under its device memory limit. They are dropped when the run
+    /// ends, so that each run finds its GPUs empty.
+    pub open_backends: OpenBackends,
     pub synthesis_threads: usize,
     pub finalizer_threads: usize,
     /// The memory budget jobs are admitted against.
     pub budget: Budget,
+}
+
+/// Opens a run's backends for a device memory limit.
+pub type OpenBackends = Box<dyn Fn(Option<usize>) -> Result<RunBackends>>;
+
+/// The backends of one run, and how to read each GPU's device memory peak after it (empty on
+/// the CPU backend).
+pub struct RunBackends {
+    pub backends: Vec<Arc<dyn Backend>>,
+    pub device_peaks: Vec<Box<dyn Fn() -> u64 + Send + Sync>>,
 }
 
 /// A benchmark job: a shape-only job with a generated SRS, never verified.
@@ -169,13 +182,16 @@ impl ProofJob for BenchJob {
 #[derive(Clone, Debug, Serialize)]
 pub struct PipelineReport {
     pub proof: String,
+    /// The device memory c2q could use on each GPU in this run (None: all of it).
+    pub gpu_memory_limit_bytes: Option<u64>,
     pub jobs: usize,
     pub partitions_per_job: usize,
     pub backends: Vec<String>,
     pub synthesis_threads: usize,
     pub constraints: usize,
     pub verification: &'static str,
-    /// Recording (or loading) the constraints, and making the SRS: before the first job.
+    /// Recording (or loading) the constraints, and making the SRS: before the first run's
+    /// first job (the runs after it share both).
     pub r1cs_s: f64,
     pub srs_gen_s: f64,
     /// One partition's witness computed alone (all threads on it), before the run.
@@ -272,19 +288,81 @@ pub struct WitnessCensus {
     pub compact_bytes: usize,
 }
 
-/// The urgent job, ready before the run.
+/// The urgent job, ready before the first run.
 struct UrgentJob {
     proof: RegisteredPoStProof,
     job: Arc<dyn ProofJob>,
     constraints: usize,
-    estimate: Estimate,
+    sector_size: u64,
 }
 
-/// Run the benchmark. Progress goes to stderr.
-pub fn run(bench: PipelineBench) -> Result<PipelineReport> {
+/// What every run shares, made once before the first: the circuit's constraints, an SRS of
+/// their shape, one partition's packed witness for the starts timed alone, and the urgent job.
+struct Prepared {
+    name: String,
+    sector_size: u64,
+    partitions: usize,
+    r1cs: Arc<R1cs>,
+    srs: Arc<Srs>,
+    packed: crate::groth16::PackedWitness,
+    witness_alone_s: f64,
+    witness_census: WitnessCensus,
+    r1cs_s: f64,
+    srs_gen_s: f64,
+    urgent: Option<UrgentJob>,
+}
+
+/// Run the benchmark: one report per device memory limit. Progress goes to stderr.
+pub fn run(bench: PipelineBench) -> Result<Vec<PipelineReport>> {
     ensure!(bench.jobs >= 1, "--jobs must be at least 1");
-    let name = bench.proof.name();
+    ensure!(
+        !bench.gpu_memory_limits.is_empty(),
+        "no run to make: no device memory limit given"
+    );
     let t = Instant::now();
+    let prepared = prepare(&bench, &t)?;
+    let runs = bench.gpu_memory_limits.len();
+    let mut reports = Vec::with_capacity(runs);
+    for (k, &limit) in bench.gpu_memory_limits.iter().enumerate() {
+        let cap = limit_name(limit.map(|b| b as u64));
+        if runs > 1 {
+            eprintln!(
+                "[{:6.1} s] run {} of {runs}: device memory {cap}",
+                t.elapsed().as_secs_f64(),
+                k + 1
+            );
+        }
+        let backends = (bench.open_backends)(limit)
+            .with_context(|| format!("opening the backends with device memory {cap}"))?;
+        // Each run's host peak is its own: the high-water mark restarts from what is held now
+        // (the SRS and the constraints, which every run holds).
+        reset_peak_rss();
+        let report = run_once(&bench, &prepared, backends, limit, &t)
+            .with_context(|| format!("the run with device memory {cap}"))?;
+        reports.push(report);
+    }
+    Ok(reports)
+}
+
+/// "all" for no limit, else the limit in GiB.
+fn limit_name(limit: Option<u64>) -> String {
+    match limit {
+        None => "all".to_string(),
+        Some(b) => format!("{:.0} GiB", b as f64 / (1u64 << 30) as f64),
+    }
+}
+
+/// Restarts the process's peak resident memory (VmHWM) from what it holds now, where Linux
+/// allows it (`/proc/self/clear_refs`, since 4.0); elsewhere the peaks are the process's.
+fn reset_peak_rss() {
+    if let Err(e) = std::fs::write("/proc/self/clear_refs", "5") {
+        tracing::debug!(error = %e, "peak RSS not reset: later runs report the process's peak");
+    }
+}
+
+/// The inputs, constraints and SRS every run shares.
+fn prepare(bench: &PipelineBench, t: &Instant) -> Result<Prepared> {
+    let name = bench.proof.name();
     eprintln!("making a shape-only {name} input (random values, the real structure) …");
     let (first, sector_size) = bench.proof.shape_only_job(1)?;
     let t_alone = Instant::now();
@@ -320,28 +398,67 @@ pub fn run(bench: PipelineBench) -> Result<PipelineReport> {
     let srs = Arc::new(shaped_srs(&r1cs, &format!("bench-shape-{name}"))?);
     let srs_gen_s = t_srs.elapsed().as_secs_f64();
     eprintln!(
-        "[{:6.1} s] SRS ready ({:.1} GB); proving {} job(s) of {} partitions, verification SKIPPED \
-         (random values cannot verify) …",
+        "[{:6.1} s] SRS ready ({:.1} GB)",
         t.elapsed().as_secs_f64(),
         srs.resident_bytes() as f64 / 1e9,
-        bench.jobs,
-        first.partitions()
     );
-    let start_alone_s = start_alone(&*bench.backends[0], &srs, &r1cs, &sample.packed(), &t)?;
-    drop(sample);
-    let partitions = first.partitions();
-    let mut jobs: Vec<Arc<dyn ProofJob>> = vec![Arc::new(BenchJob {
-        job: first,
-        srs: srs.clone(),
-    })];
-    for k in 1..bench.jobs {
+    let urgent = match bench.urgent {
+        None => None,
+        Some(proof) => Some(urgent_job(proof, t)?),
+    };
+    Ok(Prepared {
+        name,
+        sector_size,
+        partitions: first.partitions(),
+        r1cs,
+        srs,
+        packed: sample.packed(),
+        witness_alone_s,
+        witness_census,
+        r1cs_s,
+        srs_gen_s,
+        urgent,
+    })
+}
+
+/// One run at one device memory limit.
+fn run_once(
+    bench: &PipelineBench,
+    prepared: &Prepared,
+    backends: RunBackends,
+    limit: Option<usize>,
+    t: &Instant,
+) -> Result<PipelineReport> {
+    let Prepared {
+        name,
+        sector_size,
+        partitions,
+        r1cs,
+        srs,
+        ..
+    } = prepared;
+    let (sector_size, partitions) = (*sector_size, *partitions);
+    let RunBackends {
+        backends,
+        device_peaks,
+    } = backends;
+    ensure!(!backends.is_empty(), "no backend to prove on");
+    eprintln!(
+        "[{:6.1} s] proving {} job(s) of {partitions} partitions, verification SKIPPED \
+         (random values cannot verify) …",
+        t.elapsed().as_secs_f64(),
+        bench.jobs,
+    );
+    let start_alone_s = start_alone(&*backends[0], srs, r1cs, &prepared.packed, t)?;
+    let mut jobs: Vec<Arc<dyn ProofJob>> = Vec::with_capacity(bench.jobs);
+    for k in 0..bench.jobs {
         jobs.push(Arc::new(BenchJob {
             job: bench.proof.shape_only_job(1 + k as u64)?.0,
             srs: srs.clone(),
         }));
     }
-    let backend_names: Vec<String> = bench.backends.iter().map(|b| b.name()).collect();
-    let gpus = bench.backends.len();
+    let backend_names: Vec<String> = backends.iter().map(|b| b.name()).collect();
+    let gpus = backends.len();
     // The worker's gate and estimates: the SRS reserved once for the run (it stays loaded),
     // each job's working set before it is submitted.
     let gate = Gate::new(bench.budget.jobs);
@@ -360,16 +477,14 @@ pub fn run(bench: PipelineBench) -> Result<PipelineReport> {
             gb(est.srs_bytes)
         );
     };
-    let urgent = match bench.urgent {
-        None => None,
-        Some(proof) => Some(urgent_job(proof, &t, in_flight)?),
-    };
+    let urgent = prepared.urgent.as_ref();
     // The urgent job's parameters and working set stay reserved for it, as a worker keeps
     // room for urgent jobs beside its others.
-    let _urgent_reservation = match &urgent {
+    let _urgent_reservation = match urgent {
         None => None,
         Some(u) => {
-            let bytes = u.estimate.srs_bytes + u.estimate.work(1);
+            let estimate = BenchProof::Post(u.proof).estimate(u.sector_size, 1, in_flight);
+            let bytes = estimate.srs_bytes + estimate.work(1);
             let Some(r) = gate.try_reserve(bytes) else {
                 bail!(
                     "the memory budget for jobs ({:.1} GB) cannot hold the urgent job ({:.1} GB) \
@@ -391,7 +506,7 @@ pub fn run(bench: PipelineBench) -> Result<PipelineReport> {
         .build()
         .context("making the runtime the gate waits on")?;
     let pipeline = Pipeline::start(
-        bench.backends.clone(),
+        backends.clone(),
         bench.synthesis_threads,
         bench.finalizer_threads,
         u32::MAX,
@@ -428,13 +543,13 @@ pub fn run(bench: PipelineBench) -> Result<PipelineReport> {
     let urgent_trigger = partitions.saturating_sub(1).clamp(1, 2);
     let urgent_report: Mutex<Option<Result<UrgentReport>>> = Mutex::new(None);
     std::thread::scope(|scope| -> Result<()> {
-        if let Some(u) = &urgent {
+        if let Some(u) = urgent {
             let (pipeline, urgent_report) = (&pipeline, &urgent_report);
             scope.spawn(move || {
                 if when_full.recv().is_err() {
                     return;
                 }
-                let report = prove_urgent(pipeline, u, run_start, &t);
+                let report = prove_urgent(pipeline, u, run_start, t);
                 *urgent_report.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
             });
         } else {
@@ -447,6 +562,7 @@ pub fn run(bench: PipelineBench) -> Result<PipelineReport> {
             let held = reservation.clone();
             let est = est.clone();
             let full = (k == 0).then(|| Mutex::new(Some(pipeline_full.clone())));
+            let t = *t;
             let progress: crate::pipeline::Progress = Box::new(move |d: PartitionDone| {
                 let remaining = d.remaining as u64;
                 held.shrink_to(match d.products_on_gpu {
@@ -542,24 +658,25 @@ pub fn run(bench: PipelineBench) -> Result<PipelineReport> {
     let peak_rss_bytes = peak_rss_bytes();
     let report = PipelineReport {
         proof: name.to_string(),
+        gpu_memory_limit_bytes: limit.map(|b| b as u64),
         jobs: bench.jobs,
         partitions_per_job: partitions,
         backends: backend_names,
         synthesis_threads: bench.synthesis_threads,
         constraints: r1cs.constraints(),
         verification: "skipped: shape-only inputs and a generated SRS cannot verify",
-        r1cs_s,
-        srs_gen_s,
-        witness_alone_s,
+        r1cs_s: prepared.r1cs_s,
+        srs_gen_s: prepared.srs_gen_s,
+        witness_alone_s: prepared.witness_alone_s,
         start_alone_s,
         job_done_s,
         steady_s_per_proof,
         busy,
         gpu_idle,
         partition_s,
-        witness_census,
+        witness_census: prepared.witness_census.clone(),
         peak_rss_bytes,
-        device_peak_bytes: bench.device_peaks.iter().map(|f| f()).collect(),
+        device_peak_bytes: device_peaks.iter().map(|f| f()).collect(),
         gate: GateReport {
             budget_bytes: bench.budget.total,
             job_budget_bytes: bench.budget.jobs,
@@ -576,7 +693,7 @@ pub fn run(bench: PipelineBench) -> Result<PipelineReport> {
 }
 
 /// The urgent job of `proof`: a shape-only input, its constraints and an SRS of their shape.
-fn urgent_job(proof: RegisteredPoStProof, t: &Instant, in_flight: u64) -> Result<UrgentJob> {
+fn urgent_job(proof: RegisteredPoStProof, t: &Instant) -> Result<UrgentJob> {
     let shape = BenchProof::Post(proof);
     eprintln!(
         "[{:6.1} s] the urgent job: a shape-only {} input, its constraints and SRS …",
@@ -589,7 +706,7 @@ fn urgent_job(proof: RegisteredPoStProof, t: &Instant, in_flight: u64) -> Result
     Ok(UrgentJob {
         proof,
         constraints: r1cs.constraints(),
-        estimate: shape.estimate(sector_size, 1, in_flight),
+        sector_size,
         job: Arc::new(BenchJob { job, srs }),
     })
 }
@@ -706,12 +823,14 @@ fn start_alone(
 pub fn print_table(r: &PipelineReport) {
     eprintln!();
     eprintln!(
-        "{} × {} ({} partitions of {} constraints) on {}; synthesis threads {}; verification {}",
+        "{} × {} ({} partitions of {} constraints) on {}, device memory {}; synthesis threads {}; \
+         verification {}",
         r.jobs,
         r.proof,
         r.partitions_per_job,
         r.constraints,
         r.backends.join(", "),
+        limit_name(r.gpu_memory_limit_bytes),
         r.synthesis_threads,
         r.verification
     );
@@ -809,6 +928,38 @@ pub fn print_table(r: &PipelineReport) {
         eprintln!(
             "| urgent: witness / waited for a GPU / proving start (s) | {:.2} / {:.2} / {:.2} |",
             l.witness_s, l.waited_for_gpu_s, l.start_s
+        );
+    }
+}
+
+/// One line per run, side by side: what each device memory limit gave.
+pub fn print_summary(reports: &[PipelineReport]) {
+    eprintln!();
+    eprintln!("| device memory | start alone: first / next (s) | seconds per proof | GPU idle | per partition: products / start (s) | peak host RSS | peak device memory |");
+    eprintln!("| --- | --- | --- | --- | --- | --- | --- |");
+    for r in reports {
+        let alone = r.start_alone_s.as_ref().map_or("–".to_string(), |a| {
+            format!("{:.2} / {:.2}", a.first_s, a.next_s)
+        });
+        let device = r
+            .device_peak_bytes
+            .iter()
+            .map(|b| format!("{:.1} GB", gb(*b)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        eprintln!(
+            "| {} | {alone} | {:.1} | {:.0} % | {:.2} / {:.2} | {:.1} GB | {} |",
+            limit_name(r.gpu_memory_limit_bytes),
+            r.steady_s_per_proof,
+            100.0 * r.gpu_idle,
+            r.partition_s.products,
+            r.partition_s.start,
+            gb(r.peak_rss_bytes),
+            if device.is_empty() {
+                "–".to_string()
+            } else {
+                device
+            },
         );
     }
 }
@@ -940,8 +1091,14 @@ mod tests {
             proof: BenchProof::Porep(RegisteredSealProof::StackedDrg2KiBV1_1),
             jobs: 2,
             urgent: None,
-            backends: vec![Arc::new(crate::groth16::CpuBackend)],
-            device_peaks: vec![],
+            // Two runs over one preparation: each opens its own backends.
+            gpu_memory_limits: vec![None, None],
+            open_backends: Box::new(|_| {
+                Ok(RunBackends {
+                    backends: vec![Arc::new(crate::groth16::CpuBackend)],
+                    device_peaks: vec![],
+                })
+            }),
             synthesis_threads: 1,
             finalizer_threads: 1,
             budget: Budget {
@@ -954,7 +1111,11 @@ mod tests {
             format!("{too_small:#}").contains("cannot admit one"),
             "{too_small:#}"
         );
-        let report = run(bench(jobs_budget)).expect("benchmark runs");
+        let reports = run(bench(jobs_budget)).expect("benchmark runs");
+        assert_eq!(reports.len(), 2);
+        let report = &reports[1];
+        assert_eq!(report.gpu_memory_limit_bytes, None);
+        assert_eq!(report.r1cs_s, reports[0].r1cs_s, "one preparation");
         assert_eq!(report.gate.peak_reserved_bytes, jobs_budget);
         assert_eq!(report.jobs, 2);
         assert_eq!(report.job_done_s.len(), 2);

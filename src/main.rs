@@ -95,9 +95,12 @@ struct BenchPipelineArgs {
     /// GPUs to prove on, e.g. `--device 0,1`.
     #[arg(long, value_delimiter = ',', default_value = "0")]
     device: Vec<usize>,
-    /// Device memory c2q may use on each GPU, in GiB (default: all of it).
-    #[arg(long, value_name = "GIB")]
-    gpu_memory_gib: Option<f64>,
+    /// Device memory c2q may use on each GPU, in GiB, or `all` (the default). Several, comma
+    /// separated (e.g. `all,80,48,24,16`), make one run each over the same inputs,
+    /// constraints and SRS, with a table side by side at the end; `--json` then prints an
+    /// array of reports.
+    #[arg(long, value_name = "GIB", value_delimiter = ',', default_value = "all")]
+    gpu_memory_gib: Vec<String>,
     /// Partitions whose witnesses are computed at once (default: the worker's).
     #[arg(long)]
     synthesis_threads: Option<usize>,
@@ -378,28 +381,49 @@ fn bench_pipeline(args: BenchPipelineArgs) -> Result<()> {
         .as_deref()
         .map(c2q::post::post_proof_from_name)
         .transpose()?;
-    let limit = args
+    let limits = args
         .gpu_memory_gib
-        .map(c2q::config::gib_to_bytes)
-        .transpose()?;
-    let mut backends: Vec<Arc<dyn c2q::groth16::Backend>> = Vec::new();
-    let mut device_peaks: Vec<Arc<dyn Fn() -> u64 + Send + Sync>> = Vec::new();
-    match args.backend {
-        c2q::gpu::BackendChoice::Cpu => backends.push(Arc::new(c2q::groth16::CpuBackend)),
-        _ => {
-            for &d in &args.device {
-                let b = Arc::new(
-                    c2q::gpu::CudaBackend::with_memory_limit(d, limit)
-                        .with_context(|| format!("GPU {d}"))?,
-                );
-                let peak = b.clone();
-                device_peaks.push(Arc::new(move || peak.gpu().peak_allocated()));
-                backends.push(b);
+        .iter()
+        .map(|g| match g.trim() {
+            "all" => Ok(None),
+            g => {
+                let gib: f64 = g
+                    .parse()
+                    .with_context(|| format!("--gpu-memory-gib takes GiB or `all`, not {g:?}"))?;
+                c2q::config::gib_to_bytes(gib).map(Some)
             }
+        })
+        .collect::<Result<Vec<Option<usize>>>>()?;
+    let cpu = args.backend == c2q::gpu::BackendChoice::Cpu;
+    anyhow::ensure!(
+        !cpu || limits == [None],
+        "--gpu-memory-gib applies to GPUs: not with --backend cpu"
+    );
+    let gpus = if cpu { 1 } else { args.device.len() };
+    let devices = args.device.clone();
+    let open_backends: c2q::bench::OpenBackends = Box::new(move |limit| {
+        let mut run = c2q::bench::RunBackends {
+            backends: Vec::new(),
+            device_peaks: Vec::new(),
+        };
+        if cpu {
+            run.backends.push(Arc::new(c2q::groth16::CpuBackend));
+            return Ok(run);
         }
-    }
+        for &d in &devices {
+            let b = Arc::new(
+                c2q::gpu::CudaBackend::with_memory_limit(d, limit)
+                    .with_context(|| format!("GPU {d}"))?,
+            );
+            let peak = b.clone();
+            run.device_peaks
+                .push(Box::new(move || peak.gpu().peak_allocated()));
+            run.backends.push(b);
+        }
+        Ok(run)
+    });
     let defaults = c2q::config::PipelineConfig::default();
-    let finalizer_threads = args.finalizer_threads.unwrap_or(backends.len()).max(1);
+    let finalizer_threads = args.finalizer_threads.unwrap_or(gpus).max(1);
     let budget_bytes = match args.budget_gib {
         None => None,
         Some(gib) if gib.is_finite() && gib > 0.0 => Some((gib * (1u64 << 30) as f64) as u64),
@@ -409,12 +433,12 @@ fn bench_pipeline(args: BenchPipelineArgs) -> Result<()> {
         budget_bytes,
         ..c2q::config::GateConfig::default()
     })?;
-    let report = c2q::bench::run(c2q::bench::PipelineBench {
+    let reports = c2q::bench::run(c2q::bench::PipelineBench {
         proof,
         jobs: args.jobs,
         urgent,
-        backends,
-        device_peaks,
+        gpu_memory_limits: limits,
+        open_backends,
         synthesis_threads: args
             .synthesis_threads
             .unwrap_or(defaults.synthesis_threads)
@@ -422,9 +446,18 @@ fn bench_pipeline(args: BenchPipelineArgs) -> Result<()> {
         finalizer_threads,
         budget,
     })?;
-    c2q::bench::print_table(&report);
+    for report in &reports {
+        c2q::bench::print_table(report);
+    }
+    if reports.len() > 1 {
+        c2q::bench::print_summary(&reports);
+    }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        let json = match reports.as_slice() {
+            [one] => serde_json::to_string_pretty(one)?,
+            all => serde_json::to_string_pretty(all)?,
+        };
+        println!("{json}");
     }
     Ok(())
 }

@@ -14,8 +14,9 @@
 #                                           ($C2Q_BENCH_PROOF, default StackedDrg32GiBV1_1, a
 #                                           SnapDeals update proof with C2Q_BENCH_SNAP=1;
 #                                           $C2Q_BENCH_JOBS jobs, default 2; an urgent PoSt job
-#                                           among them with C2Q_BENCH_URGENT=<PoSt proof>; a
-#                                           device memory cap with C2Q_BENCH_GPU_GIB) on every
+#                                           among them with C2Q_BENCH_URGENT=<PoSt proof>;
+#                                           device memory caps with C2Q_BENCH_GPU_GIB, comma
+#                                           separated, e.g. all,80,48, one run each) on every
 #                                           GPU; the constraints are recorded into a parameter
 #                                           dir on the machine's disk; $RUST_LOG if set (e.g.
 #                                           c2q=info,c2q::gpu::backend=debug for each start's

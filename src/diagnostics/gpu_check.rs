@@ -26,7 +26,7 @@ use crate::gpu::limbs::{
 };
 use crate::gpu::memory::DevBuf;
 use crate::gpu::msm::{
-    msm, msm_shared, msm_streamed, msm_streamed_from_host, HostPoints, SharedSums,
+    msm, msm_shared, msm_streamed, msm_streamed_from_host, HostPoints, ResidentPrefix, SharedSums,
 };
 use crate::gpu::ntt::{omega, twiddle_bytes, upload_scalars, Ntt};
 use crate::gpu::products::DeviceR1cs;
@@ -323,12 +323,28 @@ fn msm_from_host(gpu: &Gpu, points: &MsmPoints, rng: &mut ChaCha8Rng) -> Result<
     let ds = upload_scalars(gpu, &scalars)?;
     let piece = n.div_ceil(3) + 7;
     let host = HostPoints { g1, g2: None };
-    let (sums, streaming) = msm_streamed(gpu, host, &ds, n, piece)?;
+    let (sums, streaming) = msm_streamed(gpu, host, None, &ds, n, piece)?;
     let bytes = (n * AFFINE_LIMBS * 4) as u64;
     t.check(
         &format!("msm streamed from host in pieces of {piece}: {streaming:?}"),
         sums.g1 == want && sums.g2.is_none() && streaming.bytes == bytes,
     );
+    // A set partly resident: its first terms' points on the device, the rest streamed.
+    let terms = n / 3 + 5;
+    let prefix = gpu.alloc::<u32>(terms * AFFINE_LIMBS)?;
+    gpu.upload(&prefix, 0, affine_as_limbs(&g1[..terms]))?;
+    let resident = ResidentPrefix {
+        terms,
+        g1: &prefix,
+        g2: None,
+    };
+    let piece = (n - terms).div_ceil(2);
+    let (sums, streaming) = msm_streamed(gpu, host, Some(resident), &ds, n, piece)?;
+    t.check(
+        &format!("msm with {terms} of {n} points resident, the rest streamed in pieces of {piece}"),
+        sums.g1 == want && streaming.bytes == ((n - terms) * AFFINE_LIMBS * 4) as u64,
+    );
+    drop(prefix);
 
     let n2 = n.min(20_011);
     let g2 = random_g2_points(rng, n2, &[n2 / 2]);
@@ -338,9 +354,26 @@ fn msm_from_host(gpu: &Gpu, points: &MsmPoints, rng: &mut ChaCha8Rng) -> Result<
         g2: Some(&g2),
     };
     let piece = n2.div_ceil(4);
-    let (got, _) = msm_streamed(gpu, host, &ds, n2, piece)?;
+    let (got, _) = msm_streamed(gpu, host, None, &ds, n2, piece)?;
     t.check(
         &format!("msm g1+g2 {n2} streamed from host in pieces of {piece}"),
+        got == want,
+    );
+    // The B query partly resident: G1 and G2 points of its first terms on the device.
+    let terms = n2 / 2 + 3;
+    let p1 = gpu.alloc::<u32>(terms * AFFINE_LIMBS)?;
+    gpu.upload(&p1, 0, affine_as_limbs(&g1[..terms]))?;
+    let p2 = gpu.alloc::<u32>(terms * G2_AFFINE_LIMBS)?;
+    gpu.upload(&p2, 0, points_as_limbs(&g2[..terms]))?;
+    let resident = ResidentPrefix {
+        terms,
+        g1: &p1,
+        g2: Some(&p2),
+    };
+    let piece = (n2 - terms).div_ceil(3);
+    let (got, _) = msm_streamed(gpu, host, Some(resident), &ds, n2, piece)?;
+    t.check(
+        &format!("msm g1+g2 {n2}, {terms} resident, the rest streamed in pieces of {piece}"),
         got == want,
     );
     Ok(t)
@@ -516,6 +549,7 @@ fn starts_within_limits(
         + twiddle_bytes(domain.trailing_zeros());
     let limit = g1_resident - 1;
     let limited = CudaBackend::with_memory_limit(device, Some(limit))?;
+    limited.place_whole_sets_only();
     let streamed = limited.start(srs, evals.clone(), witness)?;
     t.check(
         &format!(
@@ -530,6 +564,23 @@ fn starts_within_limits(
         same_start(&want, &streamed, streamed.b_g2.is_some(), srs, witness)?
             && limited.resident_bytes() == 0,
     );
+    // The same limit with the points placed by value: the sets that save the most per byte
+    // resident, whole or their first terms, the rest streamed; twice (placed, then reused).
+    let limited = CudaBackend::with_memory_limit(device, Some(limit))?;
+    for call in ["placed", "again"] {
+        let partly = limited.start(srs, evals.clone(), witness)?;
+        let resident = limited.resident_bytes();
+        t.check(
+            &format!(
+                "proving start with the points partly resident ({resident} of {} bytes, {call}) \
+                 within a {limit}-byte limit, {constraints} constraints",
+                points * AFFINE_LIMBS * 4
+            ),
+            same_start(&want, &partly, partly.b_g2.is_some(), srs, witness)?
+                && resident > 0
+                && resident < points * AFFINE_LIMBS * 4 + srs.b_g2.len() * G2_AFFINE_LIMBS * 4,
+        );
+    }
     // Room for the G1 points and a start, not for the G2 points as well: the G1 sets stay
     // resident and the B multiexp in G2 is left to the CPU finalizer.
     let limit = g1_resident + srs.b_g2.len() * G2_AFFINE_LIMBS * 4 / 2;
@@ -612,23 +663,35 @@ fn canary_points_streamed(
         );
         return Ok(t);
     }
-    let limited = CudaBackend::with_memory_limit(device, Some(limit))?;
-    match limited.start_from_constraints(srs, &r1cs, &packed)? {
-        Some(sums) => {
-            let streamed = groth16::finish(srs, &sums, Some(&witness), r, s)?;
-            t.check(
-                &format!(
-                    "{label}, B in G2 {}: proof bytes, cpu = cuda",
-                    if sums.b_g2.is_some() {
-                        "streamed too"
-                    } else {
-                        "left to the CPU"
-                    }
-                ),
-                proof_bytes(cpu)? == proof_bytes(&streamed)? && limited.resident_bytes() == 0,
-            );
+    // All streamed, then placed by value (some points resident, the rest streamed).
+    for whole_only in [true, false] {
+        let limited = CudaBackend::with_memory_limit(device, Some(limit))?;
+        if whole_only {
+            limited.place_whole_sets_only();
         }
-        None => t.check(&format!("{label}: the constraints stayed resident"), false),
+        match limited.start_from_constraints(srs, &r1cs, &packed)? {
+            Some(sums) => {
+                let streamed = groth16::finish(srs, &sums, Some(&witness), r, s)?;
+                let resident = limited.resident_bytes();
+                t.check(
+                    &format!(
+                        "{label}, {}, B in G2 {}: proof bytes, cpu = cuda",
+                        if whole_only {
+                            "all streamed".to_string()
+                        } else {
+                            format!("{resident} bytes of points resident")
+                        },
+                        if sums.b_g2.is_some() {
+                            "on the GPU"
+                        } else {
+                            "left to the CPU"
+                        }
+                    ),
+                    proof_bytes(cpu)? == proof_bytes(&streamed)? && (resident == 0) == whole_only,
+                );
+            }
+            None => t.check(&format!("{label}: the constraints stayed resident"), false),
+        }
     }
     Ok(t)
 }

@@ -4,7 +4,8 @@
 //! host computes in linear time, by a route that shares nothing with the kernels:
 //!
 //! - MSM: over points of known structure (see `inputs::PointLattice`), a closed form; in G1,
-//!   and in G1 and G2 over one sort (`gpu::msm::msm_shared`, the B query's MSM).
+//!   in G1 and G2 over one sort (`gpu::msm::msm_shared`, the B query's MSM), and in G1 with
+//!   most points streamed from host memory (`gpu::msm::msm_streamed`, a small GPU's MSM).
 //! - NTT: output k of a transform is the input polynomial at ω^k (g·ω^k for the coset, ω^-k/n
 //!   for the inverse): checked at a few positions by Horner's rule, and inverse(forward(x)) = x
 //!   everywhere.
@@ -12,17 +13,18 @@
 //!   A(z)·B(z) − C(z) = H(z)·(z^n − 1) at a random z, and H has degree below n − 1.
 
 use anyhow::{ensure, Result};
-use blstrs::{G1Projective, G2Projective, Scalar as Fr};
+use blstrs::{G1Affine, G1Projective, G2Projective, Scalar as Fr};
 use ff::{Field, PrimeField};
+use group::prime::PrimeCurveAffine;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 
 use super::inputs::{download_scalars, gen_points, gen_scalars, PointLattice};
 use crate::gpu::device::Gpu;
-use crate::gpu::limbs::{scalars_as_limbs, FR_LIMBS};
+use crate::gpu::limbs::{affine_as_limbs_mut, scalars_as_limbs, FR_LIMBS};
 use crate::gpu::memory::DevBuf;
-use crate::gpu::msm::{msm, msm_shared};
+use crate::gpu::msm::{msm, msm_shared, msm_streamed, HostPoints, ResidentPrefix};
 use crate::gpu::ntt::{omega, Ntt};
 
 /// Coefficients per parallel piece of the host's polynomial evaluations.
@@ -114,8 +116,8 @@ fn positions(rng: &mut ChaCha8Rng, n: usize) -> Vec<usize> {
 /// What was compared, and whether it matched: one line of `gpu-check`'s output each.
 pub type Checks = Vec<(String, bool)>;
 
-/// Runs the full-size checks at 2^log_n in turn: the four NTTs, H, the MSM in G1, and in G1
-/// and G2 over one sort.
+/// Runs the full-size checks at 2^log_n in turn: the four NTTs, H, the MSM in G1, in G1 and
+/// G2 over one sort, and in G1 partly streamed from host memory.
 pub fn run(gpu: &Gpu, log_n: u32, rng: &mut ChaCha8Rng) -> Result<Checks> {
     ensure!(
         (10..=28).contains(&log_n),
@@ -133,7 +135,49 @@ pub fn run(gpu: &Gpu, log_n: u32, rng: &mut ChaCha8Rng) -> Result<Checks> {
     let scalars = gpu.alloc::<u32>(n * FR_LIMBS)?;
     out.extend(msm_g1(gpu, &points, &lattice, &scalars, n, rng)?);
     out.extend(msm_g1_g2(gpu, &points, &lattice, &scalars, n, rng)?);
+    out.extend(msm_partly_streamed(
+        gpu, &points, &lattice, &scalars, n, rng,
+    )?);
     Ok(out)
+}
+
+/// The MSM of a set partly resident, as a GPU too small for a 32 GiB partition's points runs
+/// it: the first eighth of the n points summed where they are on the device, the rest copied
+/// from host memory in four pieces behind the sums, with full-width scalars.
+fn msm_partly_streamed(
+    gpu: &Gpu,
+    points: &DevBuf<u32>,
+    lattice: &PointLattice<G1Projective>,
+    scalars: &DevBuf<u32>,
+    n: usize,
+    rng: &mut ChaCha8Rng,
+) -> Result<Checks> {
+    let mut host = vec![G1Affine::identity(); n];
+    gpu.download(points, 0, affine_as_limbs_mut(&mut host))?;
+    gen_scalars(gpu, scalars, n, rng.gen(), 0)?;
+    let want = lattice.msm(&download_scalars(gpu, scalars, n)?);
+    let resident = ResidentPrefix {
+        terms: n / 8,
+        g1: points,
+        g2: None,
+    };
+    let piece = (n - n / 8).div_ceil(4);
+    let streamed = HostPoints {
+        g1: &host,
+        g2: None,
+    };
+    let (got, copied) = msm_streamed(gpu, streamed, Some(resident), scalars, n, piece)?;
+    Ok(vec![(
+        format!(
+            "msm {n} full-width, {} points resident and the rest streamed in pieces of {piece} \
+             ({:.1} GB at {:.1} GB/s, {:.0} ms not hidden)",
+            n / 8,
+            copied.bytes as f64 / 1e9,
+            copied.gb_per_s(),
+            copied.waited_ms
+        ),
+        got.g1 == want && got.g2.is_none(),
+    )])
 }
 
 /// NTTs: forward, inverse, coset forward, coset inverse, each from the same random input,

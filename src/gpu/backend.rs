@@ -22,9 +22,10 @@ use super::limbs::{
 use super::memory::{DevBuf, OutOfDeviceMemory};
 use super::msm::{
     g1_streamed_piece, g2_scratch_bytes, msm_shared, msm_streamed, scratch_bytes,
-    streamed_piece_for, HostPoints, SharedSums, Streaming,
+    streamed_piece_for, HostPoints, ResidentPrefix, SharedSums, Streaming,
 };
 use super::ntt::Ntt;
+use super::placement;
 use super::products::{DeviceR1cs, DeviceWitness};
 use crate::groth16::{
     Backend, CpuBackend, Density, Evaluations, Multiexps, PackedWitness, R1cs, Srs, SrsKey, Witness,
@@ -93,17 +94,26 @@ pub fn select_backends(
 }
 
 /// One circuit's point sets on the device: the G1 sets, and the B query's G2 points when they
-/// fit too.
+/// fit too; or, where they do not all fit, the first terms of the sets that save a start the
+/// most time per byte (`placement`), the rest streamed.
 struct Resident {
     /// Which parameters these are.
     key: SrsKey,
     lens: [usize; 4],
+    /// How many of each set's points (H, L, A, B in G1) are on the device, from its first:
+    /// `lens` where the whole set is.
+    terms: [usize; 4],
+    /// Placed by value in the room beside a streamed start (`ensure_placed`): every MSM is
+    /// summed in pieces, even over sets resident whole, since the room left is a streamed
+    /// start's and not every MSM's scratch at once.
+    in_pieces: bool,
     h: DevBuf<u32>,
     l: DevBuf<u32>,
     a: DevBuf<u32>,
     b_g1: DevBuf<u32>,
     /// `Srs::b_g2`, summed beside `b_g1` over one sort; `None` while they do not fit, the B
-    /// multiexp in G2 then being the CPU finalizer's.
+    /// multiexp in G2 then being the CPU finalizer's (all sets resident) or streamed with the
+    /// B query's G1 points (some streamed).
     b_g2: Option<DevBuf<u32>>,
     /// Whether the log has said why `b_g2` is not here (once per residency).
     b_g2_told: bool,
@@ -119,14 +129,63 @@ impl Resident {
             + self.b_g2.as_ref().map_or(0, DevBuf::bytes)
     }
 
-    fn sets(&self) -> PointSets<'_> {
-        PointSets {
-            h: Points::Device(&self.h),
-            l: Points::Device(&self.l),
-            a: Points::Device(&self.a),
-            b_g1: Points::Device(&self.b_g1),
-            b_g2: self.b_g2.as_ref().map(Points::Device),
+    /// Whether every G1 set is resident whole, for a start with every MSM at once.
+    fn whole(&self) -> bool {
+        self.terms == self.lens && !self.in_pieces
+    }
+
+    /// The sets as an MSM reads them: resident, streamed from `srs`, or partly each. Where
+    /// not all are resident, even a whole resident set is summed in pieces (`Points::Split`):
+    /// the placement left room for a streamed start's pieces, not for every MSM's scratch.
+    fn sets<'a>(&'a self, srs: &'a Srs) -> PointSets<'a> {
+        let whole = self.whole();
+        let part = |buf: &'a DevBuf<u32>, terms: usize| (buf, terms);
+        fn points<'a, P>(
+            (buf, terms): (&'a DevBuf<u32>, usize),
+            host: &'a [P],
+            whole: bool,
+        ) -> Points<'a, P> {
+            match terms {
+                _ if whole => Points::Device(buf),
+                0 => Points::Host(host),
+                t => Points::Split {
+                    device: buf,
+                    resident: t,
+                    host,
+                },
+            }
         }
+        let b_g2 = match (&self.b_g2, whole) {
+            (Some(g2), true) => Some(Points::Device(g2)),
+            (Some(g2), false) => Some(points(part(g2, self.terms[3]), &srs.b_g2, false)),
+            (None, true) => None,
+            // Streamed with the B query's G1 points, where they are the B query's.
+            (None, false) => streamed_b_g2(srs, self.lens[3]),
+        };
+        PointSets {
+            h: points(part(&self.h, self.terms[0]), &srs.h, whole),
+            l: points(part(&self.l, self.terms[1]), &srs.l, whole),
+            a: points(part(&self.a, self.terms[2]), &srs.a, whole),
+            b_g1: points(part(&self.b_g1, self.terms[3]), &srs.b_g1, whole),
+            b_g2,
+        }
+    }
+}
+
+/// The B query's G2 points to stream with its `b_query` G1 points, where they are the B
+/// query's: parameters made for G1 checks only have others, and the finalizer reports that.
+fn streamed_b_g2(srs: &Srs, b_query: usize) -> Option<Points<'_, G2Affine>> {
+    (srs.b_g2.len() == b_query).then_some(Points::Host(&srs.b_g2[..]))
+}
+
+/// Every set streamed from host memory.
+fn streamed_sets(srs: &Srs) -> PointSets<'_> {
+    PointSets {
+        h: Points::Host(&srs.h),
+        l: Points::Host(&srs.l),
+        a: Points::Host(&srs.a),
+        b_g1: Points::Host(&srs.b_g1),
+        b_g2: streamed_b_g2(srs, srs.b_g1.len()),
     }
 }
 
@@ -166,6 +225,19 @@ struct State {
     clock: u64,
     /// How the last streamed proving start went, for benchmarks.
     last_streamed: Option<StreamedPhases>,
+    /// Host-to-device bytes per second, once measured (for the placement).
+    bandwidth: Option<f64>,
+    /// Whether a circuit's points are resident whole or not at all, never partly
+    /// (`C2Q_PLACEMENT=whole`, for comparison runs; gpu-check's streamed starts).
+    whole_sets_only: bool,
+}
+
+/// Device memory a partial placement leaves free beyond its estimate of a streamed start's
+/// peak, out of `free`: an allocation that misses ends the start. A GiB on a GPU of any size
+/// (the NTT's and the reductions' temporaries, the allocator's granularity), less where all
+/// is small.
+fn placement_margin(free: usize) -> usize {
+    (free / 16).min(1 << 30)
 }
 
 /// Proving start on one CUDA GPU. Calls are serialised: one partition at a time per GPU.
@@ -234,12 +306,22 @@ impl CudaBackend {
                 constraints: None,
                 clock: 0,
                 last_streamed: None,
+                bandwidth: None,
+                whole_sets_only: std::env::var("C2Q_PLACEMENT").is_ok_and(|v| v == "whole"),
             }),
         })
     }
 
     pub fn gpu(&self) -> &Gpu {
         &self.gpu
+    }
+
+    /// Points resident whole or not at all from now on: where not all fit, all are streamed
+    /// (as `C2Q_PLACEMENT=whole` does).
+    pub fn place_whole_sets_only(&self) {
+        if let Ok(mut st) = self.state.lock() {
+            st.whole_sets_only = true;
+        }
     }
 
     /// The phases of the last proving start that streamed its points, if any did.
@@ -274,18 +356,20 @@ impl CudaBackend {
         let need = lens.iter().sum::<usize>() * AFFINE_LIMBS * 4;
         let (_, total) = self.gpu.mem_info()?;
         if need + working > total {
-            tracing::info!(srs = %srs.key, need, total, "parameters larger than the GPU: streaming them");
+            tracing::debug!(srs = %srs.key, need, total, "parameters larger than the GPU beside a start");
             return Ok(None);
         }
         if !self.make_room(st, need + working)? {
             let (free, _) = self.gpu.mem_info()?;
-            tracing::info!(srs = %srs.key, need, free, "not enough free device memory: streaming parameters");
+            tracing::debug!(srs = %srs.key, need, free, "not enough free device memory for all the parameters");
             return Ok(None);
         }
         let uploaded = (|| -> Result<Resident> {
             Ok(Resident {
                 key: srs.key.clone(),
                 lens,
+                terms: lens,
+                in_pieces: false,
                 h: upload_points(&self.gpu, &srs.h)?,
                 l: upload_points(&self.gpu, &srs.l)?,
                 a: upload_points(&self.gpu, &srs.a)?,
@@ -302,11 +386,119 @@ impl CudaBackend {
                 Ok(Some(st.resident.len() - 1))
             }
             Err(e) if e.downcast_ref::<OutOfDeviceMemory>().is_some() => {
-                tracing::info!(srs = %srs.key, "parameters did not fit after all: streaming them");
+                tracing::info!(srs = %srs.key, "parameters did not fit after all");
                 Ok(None)
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Where not all of `srs`'s points fit: makes resident the first terms of the sets that
+    /// save a start the most device time per byte (`placement::place`), in the room left
+    /// beside `working` bytes of a streamed start, other circuits' points giving way; logs the
+    /// choice once with the modelled MSM time. `full_width` is the fraction of the witness
+    /// values that are neither 0 nor 1. Returns the entry (an existing one of this circuit,
+    /// whole or partial, as it is), or None when nothing is worth placing: all is streamed.
+    fn ensure_placed(
+        &self,
+        st: &mut State,
+        srs: &Srs,
+        working: usize,
+        full_width: f64,
+    ) -> Result<Option<usize>> {
+        st.clock += 1;
+        let lens = set_lens(srs);
+        if let Some(i) = st
+            .resident
+            .iter()
+            .position(|r| r.key == srs.key && r.lens == lens)
+        {
+            st.resident[i].last_use = st.clock;
+            return Ok(Some(i));
+        }
+        st.resident.retain(|r| r.key != srs.key);
+        if st.whole_sets_only {
+            return Ok(None);
+        }
+        // The circuit being proved comes first: other circuits' points give way.
+        self.make_room(st, usize::MAX)?;
+        let (free, _) = self.gpu.mem_info()?;
+        let room = free.saturating_sub(working + placement_margin(free));
+        let g2_with_b = srs.b_g2.len() == lens[3];
+        let set = |name, terms, with_g2: bool, full_width| placement::PointSet {
+            name,
+            terms,
+            bytes_per_term: AFFINE_LIMBS * 4 + if with_g2 { G2_AFFINE_LIMBS * 4 } else { 0 },
+            with_g2,
+            full_width,
+        };
+        let sets = [
+            set("H", lens[0], false, 1.0),
+            set("L", lens[1], false, full_width),
+            set("A", lens[2], false, full_width),
+            set("B", lens[3], g2_with_b, full_width),
+        ];
+        let bandwidth = self.host_to_device_bytes_per_s(st)?;
+        let sms = u32::try_from(self.gpu.info.multiprocessors).unwrap_or(1);
+        let plan = placement::place(&sets, room, sms, bandwidth);
+        let terms: [usize; 4] = [
+            plan.resident_terms[0],
+            plan.resident_terms[1],
+            plan.resident_terms[2],
+            plan.resident_terms[3],
+        ];
+        let told = sets
+            .iter()
+            .zip(terms)
+            .map(|(s, t)| format!("{} {t} of {}", s.name, s.terms))
+            .collect::<Vec<_>>()
+            .join(", ");
+        if terms == [0; 4] {
+            tracing::info!(srs = %srs.key, room, working, gpu = %self.gpu.info, expected_msm_s = plan.all_streamed_s, "parameters streamed from host memory: no room for any of them beside a start");
+            return Ok(None);
+        }
+        let uploaded = (|| -> Result<Resident> {
+            let b_g2 = match g2_with_b && terms[3] == lens[3] {
+                true => Some(upload_points(&self.gpu, &srs.b_g2)?),
+                false => None,
+            };
+            Ok(Resident {
+                key: srs.key.clone(),
+                lens,
+                terms,
+                in_pieces: true,
+                h: upload_points(&self.gpu, &srs.h[..terms[0]])?,
+                l: upload_points(&self.gpu, &srs.l[..terms[1]])?,
+                a: upload_points(&self.gpu, &srs.a[..terms[2]])?,
+                b_g1: upload_points(&self.gpu, &srs.b_g1[..terms[3]])?,
+                b_g2,
+                b_g2_told: true,
+                last_use: st.clock,
+            })
+        })();
+        match uploaded {
+            Ok(r) => {
+                tracing::info!(srs = %srs.key, resident = %told, bytes = r.bytes(), room, gpu = %self.gpu.info, bandwidth_gb_s = bandwidth / 1e9, expected_msm_s = plan.expected_msm_s, all_streamed_msm_s = plan.all_streamed_s, "parameters partly resident, placed by the time each byte saves; the rest streamed from host memory");
+                st.resident.push(r);
+                Ok(Some(st.resident.len() - 1))
+            }
+            Err(e) if e.downcast_ref::<OutOfDeviceMemory>().is_some() => {
+                tracing::info!(srs = %srs.key, resident = %told, "partly resident parameters did not fit after all: streaming them all");
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The host-to-device bandwidth, measured once per GPU (256 MiB through the staging
+    /// buffers, the way streamed points go).
+    fn host_to_device_bytes_per_s(&self, st: &mut State) -> Result<f64> {
+        if let Some(b) = st.bandwidth {
+            return Ok(b);
+        }
+        let measured = self.gpu.measure_host_to_device(256 << 20)?.gb_per_s * 1e9;
+        st.bandwidth = Some(measured);
+        Ok(measured)
     }
 
     /// Evicts the least recently used resident parameters until `bytes` are free; whether
@@ -394,28 +586,54 @@ impl CudaBackend {
         ];
         let tables = super::ntt::twiddle_bytes(domain.trailing_zeros());
         let working = start_peak_bytes(domain, lens, false) + tables;
-        let resident = self.ensure_resident(st, srs, working)?;
+        let mut resident = self.ensure_resident(st, srs, working)?;
+        if resident.is_none() {
+            let streamed = streamed_start_peak_bytes(domain, lens) + tables;
+            resident = self.ensure_placed(st, srs, streamed, full_width_fraction(&witness.aux))?;
+        }
 
         match resident {
-            Some(i) => {
+            Some(i) if st.resident[i].whole() => {
                 self.ensure_b_g2(st, i, srs, start_peak_bytes(domain, lens, true) + tables)?;
                 let State { ntt, resident, .. } = st;
                 let r = resident
                     .get(i)
                     .ok_or_else(|| anyhow!("no resident entry {i}"))?;
                 let (sums, phases) =
-                    start_resident(gpu, ntt, r.sets(), StartInput::Host { evals, witness })?;
+                    start_resident(gpu, ntt, r.sets(srs), StartInput::Host { evals, witness })?;
                 tracing::debug!(gpu = %gpu.info, ?phases, "proving start");
                 Ok(sums)
             }
-            None => {
-                let (sums, phases) = start_streamed(gpu, &mut st.ntt, srs, evals, witness)?;
-                tracing::info!(gpu = %gpu.info, ?phases, "streamed proving start");
-                st.last_streamed = Some(phases);
+            placed => {
+                let State {
+                    ntt,
+                    resident,
+                    last_streamed,
+                    ..
+                } = st;
+                let sets = match placed.and_then(|i| resident.get(i)) {
+                    Some(r) => r.sets(srs),
+                    None => streamed_sets(srs),
+                };
+                let (sums, phases) = start_streamed(gpu, ntt, sets, evals, witness)?;
+                tracing::debug!(gpu = %gpu.info, ?phases, "streamed proving start");
+                *last_streamed = Some(phases);
                 Ok(sums)
             }
         }
     }
+}
+
+/// The fraction of `values` that are neither 0 nor 1, from every 1024th (the placement's
+/// model of the L, A and B sums needs no more).
+fn full_width_fraction(values: &[Fr]) -> f64 {
+    use ff::Field;
+    let sample: Vec<&Fr> = values.iter().step_by(1024).collect();
+    let others = sample
+        .iter()
+        .filter(|v| !bool::from(v.is_zero()) && ***v != Fr::ONE)
+        .count();
+    others as f64 / sample.len().max(1) as f64
 }
 
 /// What a streamed proving start spent its time on, on the host clock.
@@ -445,7 +663,7 @@ pub struct StreamedPhases {
 fn start_streamed(
     gpu: &Gpu,
     ntt: &mut Ntt,
-    srs: &Srs,
+    sets: PointSets,
     evals: Evaluations,
     witness: &Witness,
 ) -> Result<(Multiexps, StreamedPhases)> {
@@ -453,16 +671,16 @@ fn start_streamed(
     let total = Instant::now();
     let mut phases = StreamedPhases::default();
     let domain = evals.constraints().max(1).next_power_of_two();
-    let log_n = domain.trailing_zeros();
     let lens = [
         witness.aux.len(),
         witness.a_query_len(),
         witness.b_query_len(),
     ];
     let pairs = [
-        ("L", srs.l.len(), lens[0]),
-        ("A", srs.a.len(), lens[1]),
-        ("B", srs.b_g1.len(), lens[2]),
+        ("H", sets.h.len(), domain - 1),
+        ("L", sets.l.len(), lens[0]),
+        ("A", sets.a.len(), lens[1]),
+        ("B", sets.b_g1.len(), lens[2]),
     ];
     for (name, points, len) in pairs {
         if points != len {
@@ -471,44 +689,17 @@ fn start_streamed(
     }
 
     let t = Instant::now();
-    let Evaluations { a, b, c } = evals;
-    let da = upload_scalars_padded(gpu, Lane::Main, &a, domain)?;
-    drop(a);
-    ntt.coset_evaluations(gpu, &da, log_n)?;
-    let db = upload_scalars_padded(gpu, Lane::Main, &b, domain)?;
-    drop(b);
-    ntt.coset_evaluations(gpu, &db, log_n)?;
-    ntt.coset_multiply(gpu, &da, &db, log_n)?;
-    drop(db);
-    let dc = upload_scalars_padded(gpu, Lane::Main, &c, domain)?;
-    drop(c);
-    ntt.c_coefficients(gpu, &dc, log_n)?;
-    ntt.h_from_coset_product(gpu, &da, &dc, log_n)?;
-    drop(dc);
+    let da = h_coefficients_two_at_a_time(gpu, ntt, evals, domain)?;
     phases.h_ms = ms(t);
 
     let t = Instant::now();
-    let h = msm_points(
-        gpu,
-        Points::Host(&srs.h),
-        None,
-        &da,
-        domain - 1,
-        &mut phases.streaming,
-    )?;
+    let h = msm_points(gpu, sets.h, None, &da, domain - 1, &mut phases.streaming)?;
     drop(da);
     phases.msm_h_ms = ms(t);
 
     let t = Instant::now();
     let dl = upload_scalars_padded(gpu, Lane::Main, &witness.aux, lens[0])?;
-    let l = msm_points(
-        gpu,
-        Points::Host(&srs.l),
-        None,
-        &dl,
-        lens[0],
-        &mut phases.streaming,
-    )?;
+    let l = msm_points(gpu, sets.l, None, &dl, lens[0], &mut phases.streaming)?;
     drop(dl);
     phases.msm_l_ms = ms(t);
 
@@ -521,14 +712,7 @@ fn start_streamed(
         ],
         lens[1],
     )?;
-    let a = msm_points(
-        gpu,
-        Points::Host(&srs.a),
-        None,
-        &d_a,
-        lens[1],
-        &mut phases.streaming,
-    )?;
+    let a = msm_points(gpu, sets.a, None, &d_a, lens[1], &mut phases.streaming)?;
     drop(d_a);
     phases.msm_a_ms = ms(t);
 
@@ -541,13 +725,10 @@ fn start_streamed(
         ],
         lens[2],
     )?;
-    // The G2 points go too where they are the B query's: parameters made for G1 checks only
-    // have others, and the finalizer reports that.
-    let b_g2 = (srs.b_g2.len() == lens[2]).then_some(Points::Host(&srs.b_g2[..]));
     let b = msm_points(
         gpu,
-        Points::Host(&srs.b_g1),
-        b_g2,
+        sets.b_g1,
+        sets.b_g2,
         &d_b,
         lens[2],
         &mut phases.streaming,
@@ -564,6 +745,53 @@ fn start_streamed(
         b_g2: b.g2,
     };
     Ok((sums, phases))
+}
+
+/// H's coefficients from host-made a, b, c with at most two of them on the device at a time
+/// besides the NTT's tables (three where the memory is free for c): a goes first; b goes over
+/// the copy lane while a is transformed; a·b is formed in a's buffer, and c comes into b's
+/// buffer once the product is made, or into its own while b is transformed where there is
+/// room. The host memory of a, b and c is freed by another thread once they are over: freeing
+/// gigabytes takes a good part of a second, which the GPU need not wait for.
+fn h_coefficients_two_at_a_time(
+    gpu: &Gpu,
+    ntt: &mut Ntt,
+    evals: Evaluations,
+    domain: usize,
+) -> Result<DevBuf<u32>> {
+    let log_n = domain.trailing_zeros();
+    let Evaluations { a, b, c } = evals;
+    let da = upload_scalars_padded(gpu, Lane::Main, &a, domain)?;
+    ntt.coset_evaluations(gpu, &da, log_n)?;
+    let db = upload_scalars_padded(gpu, Lane::Copy, &b, domain)?;
+    gpu.wait_for(Lane::Main, Lane::Copy)?;
+    ntt.coset_evaluations(gpu, &db, log_n)?;
+    // c beside a and b while b is transformed, where a third domain fits with a margin for
+    // the transforms' temporaries; else into b's buffer once a·b is made.
+    let (free, _) = gpu.mem_info()?;
+    let scalar_bytes = FR_LIMBS * 4;
+    let own_c = free >= domain * scalar_bytes + (free / 8).min(256 << 20);
+    let dc = if own_c {
+        let dc = upload_scalars_padded(gpu, Lane::Copy, &c, domain)?;
+        ntt.coset_multiply(gpu, &da, &db, log_n)?;
+        drop(db);
+        dc
+    } else {
+        ntt.coset_multiply(gpu, &da, &db, log_n)?;
+        gpu.wait_for(Lane::Copy, Lane::Main)?;
+        if c.len() < domain {
+            gpu.memset_zero_in(Lane::Copy, &db)?;
+        }
+        gpu.upload_in(Lane::Copy, &db, 0, scalars_as_limbs(&c))?;
+        db
+    };
+    gpu.wait_for(Lane::Main, Lane::Copy)?;
+    std::thread::spawn(move || drop((a, b, c)));
+    ntt.c_coefficients(gpu, &dc, log_n)?;
+    ntt.h_from_coset_product(gpu, &da, &dc, log_n)?;
+    gpu.sync_lane(Lane::Main)?;
+    drop(dc);
+    Ok(da)
 }
 
 /// Device bytes `start_resident` holds at its peak besides the point sets and the NTT's tables,
@@ -585,6 +813,37 @@ pub fn start_peak_bytes(domain: usize, msm_lens: [usize; 3], b_g2: bool) -> usiz
     let h_phase = 3 * domain * scalar;
     let msm_phase = domain * scalar + witness + scratch;
     h_phase.max(msm_phase)
+}
+
+/// Device bytes `start_streamed` holds at its peak besides resident points and the NTT's
+/// tables, for a domain of `domain` and L, A, B MSMs of `msm_lens` scalars: two domains while
+/// H is computed, then one MSM's scalars with its pieces (the estimate takes four pieces of
+/// the largest; pieces size themselves to what is free when the MSM comes). For a 32 GiB
+/// partition ~14.4 GB, as measured within 16 GiB.
+pub fn streamed_start_peak_bytes(domain: usize, msm_lens: [usize; 3]) -> usize {
+    let scalar = FR_LIMBS * 4;
+    let largest = msm_lens.into_iter().fold(domain, usize::max);
+    let pieces = super::msm::streamed_bytes(largest.div_ceil(4), false);
+    (2 * domain * scalar).max(largest * scalar + pieces)
+}
+
+/// As `streamed_start_peak_bytes` for a start from recorded constraints: the expanded witness
+/// throughout, beside it the products and H's transforms (three domains), or one MSM's
+/// scalars with its pieces.
+pub fn device_streamed_peak_bytes(
+    domain: usize,
+    inputs: usize,
+    msm_lens: [usize; 3],
+    expand_scratch: usize,
+) -> usize {
+    let scalar = FR_LIMBS * 4;
+    let witness = (inputs + msm_lens[0]) * scalar;
+    let largest = msm_lens.into_iter().fold(domain, usize::max);
+    let pieces = super::msm::streamed_bytes(largest.div_ceil(4), false);
+    witness
+        + expand_scratch
+            .max(3 * domain * scalar)
+            .max(largest * scalar + pieces)
 }
 
 /// Device bytes a proving start from recorded constraints (`StartInput::Device`) holds at its
@@ -665,6 +924,13 @@ pub enum Points<'a, P> {
     Device(&'a DevBuf<u32>),
     /// In host memory: copied over in pieces behind the sums (`msm_streamed`).
     Host(&'a [P]),
+    /// All of them in host memory, the first `resident` on the device too: those summed in
+    /// place, the rest streamed.
+    Split {
+        device: &'a DevBuf<u32>,
+        resident: usize,
+        host: &'a [P],
+    },
 }
 
 // Not derived: derive would require P: Copy of the points themselves.
@@ -680,7 +946,7 @@ impl<P: DeviceAffine> Points<'_, P> {
     fn len(&self) -> usize {
         match self {
             Points::Device(buf) => buf.len() / P::LIMBS,
-            Points::Host(points) => points.len(),
+            Points::Host(points) | Points::Split { host: points, .. } => points.len(),
         }
     }
 }
@@ -696,9 +962,10 @@ pub struct PointSets<'a> {
 }
 
 /// Σ s_i·P_i over `g1` and, when given, Σ s_i·Q_i over `g2`, for i < n: over one sort when
-/// both are resident (`msm_shared`), in pieces when both are streamed (`msm_streamed`, whose
-/// copies are added to `streaming`). Streamed G2 points with no room for pieces of both are
-/// left out (the result has no G2 sum, and the finalizer makes it).
+/// both are resident (`msm_shared`), in pieces when both are streamed, wholly or but for a
+/// resident prefix (`msm_streamed`, whose copies are added to `streaming`). Streamed G2 points
+/// with no room for pieces of both are left out (the result has no G2 sum, and the finalizer
+/// makes it).
 fn msm_points(
     gpu: &Gpu,
     g1: Points<G1Affine>,
@@ -710,27 +977,92 @@ fn msm_points(
     match (g1, g2) {
         (Points::Device(p), None) => msm_shared(gpu, p, None, scalars, n),
         (Points::Device(p), Some(Points::Device(q))) => msm_shared(gpu, p, Some(q), scalars, n),
-        (Points::Host(p), g2) => {
-            let g2 = match g2 {
-                Some(Points::Host(q)) => Some(q),
-                Some(Points::Device(_)) => bail!("G2 points resident beside streamed G1 points"),
-                None => None,
+        (Points::Device(_), Some(_)) => bail!("G2 points streamed beside resident G1 points"),
+        (g1, g2) => {
+            let Some(g1) = Streamed::of(g1) else {
+                bail!("resident G1 points taken for streamed ones");
             };
+            let g2 = match g2.map(Streamed::of) {
+                None => None,
+                Some(Some(q)) => Some(q),
+                Some(None) => bail!("G2 points resident beside streamed G1 points"),
+            };
+            if g2.is_some_and(|q| q.resident_terms() != g1.resident_terms()) {
+                bail!("G1 and G2 points resident to different terms");
+            }
+            // Pieces over all n terms: the resident ones are summed in pieces too.
             let with_g2 = match g2 {
                 Some(q) => streamed_piece_for(gpu, n, true)?.map(|piece| (q, piece)),
                 None => None,
             };
-            let (host, piece) = match with_g2 {
-                Some((q, piece)) => (HostPoints { g1: p, g2: Some(q) }, piece),
-                None => (HostPoints { g1: p, g2: None }, g1_streamed_piece(gpu, n)?),
+            let (host, piece, g2_prefix) = match with_g2 {
+                Some((q, piece)) => (
+                    HostPoints {
+                        g1: g1.host,
+                        g2: Some(q.host),
+                    },
+                    piece,
+                    q.resident.map(|(d, _)| d),
+                ),
+                None => (
+                    HostPoints {
+                        g1: g1.host,
+                        g2: None,
+                    },
+                    g1_streamed_piece(gpu, n)?,
+                    None,
+                ),
             };
-            let (sums, copied) = msm_streamed(gpu, host, scalars, n, piece)?;
+            let resident = g1.resident.map(|(device, terms)| ResidentPrefix {
+                terms,
+                g1: device,
+                g2: g2_prefix,
+            });
+            let (sums, copied) = msm_streamed(gpu, host, resident, scalars, n, piece)?;
             *streaming += copied;
             Ok(sums)
         }
-        (Points::Device(_), Some(Points::Host(_))) => {
-            bail!("G2 points streamed beside resident G1 points")
+    }
+}
+
+/// One streamed point set as an MSM takes it: all its points in host memory, and the first
+/// terms' on the device where some are resident.
+struct Streamed<'a, P> {
+    host: &'a [P],
+    resident: Option<(&'a DevBuf<u32>, usize)>,
+}
+
+// Not derived: derive would require P: Copy of the points themselves.
+impl<P> Clone for Streamed<'_, P> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<P> Copy for Streamed<'_, P> {}
+
+impl<'a, P> Streamed<'a, P> {
+    /// None for a set resident whole.
+    fn of(points: Points<'a, P>) -> Option<Self> {
+        match points {
+            Points::Device(_) => None,
+            Points::Host(host) => Some(Streamed {
+                host,
+                resident: None,
+            }),
+            Points::Split {
+                device,
+                resident,
+                host,
+            } => Some(Streamed {
+                host,
+                resident: Some((device, resident)),
+            }),
         }
+    }
+
+    fn resident_terms(&self) -> usize {
+        self.resident.map_or(0, |(_, terms)| terms)
     }
 }
 
@@ -1051,8 +1383,18 @@ impl CudaBackend {
         // The G1 points first: keeping them resident matters more than products on the device,
         // and the products more than the B multiexp in G2 on the device (the CPU makes it in
         // a fraction of the time A, B and C take there).
-        let Some(i) = self.ensure_resident(st, srs, working)? else {
-            return self.start_streamed_from_constraints(st, srs, r1cs, witness, working);
+        let i = match self.ensure_resident(st, srs, working)? {
+            Some(i) if st.resident[i].whole() => i,
+            _ => {
+                let streamed = device_streamed_peak_bytes(domain, r1cs.inputs, lens, expand);
+                return self.start_streamed_from_constraints(
+                    st,
+                    srs,
+                    r1cs,
+                    witness,
+                    streamed + tables,
+                );
+            }
         };
         if st.constraints.is_none() {
             let need = DeviceR1cs::bytes_for(r1cs);
@@ -1088,7 +1430,7 @@ impl CudaBackend {
         let (sums, phases) = start_resident(
             gpu,
             ntt,
-            r.sets(),
+            r.sets(srs),
             StartInput::Device {
                 constraints: d,
                 witness,
@@ -1099,10 +1441,11 @@ impl CudaBackend {
     }
 
     /// Proving start from recorded constraints with the points left in host memory, for a GPU
-    /// with room for the constraints and a start's working memory (`working`) but not for the
-    /// points as well: A, B, C are still made on the GPU, so the host's cores and a, b, c's
-    /// copies stay out of it, and each MSM streams its points (`msm_streamed`). `None` when the
-    /// constraints do not fit either: the caller makes A, B, C on the CPU.
+    /// with room for the constraints and a streamed start's working memory (`working`) but not
+    /// for all the points as well: A, B, C are still made on the GPU, so the host's cores and
+    /// a, b, c's copies stay out of it; the room left holds the points that save the most
+    /// time per byte (`ensure_placed`), and each MSM streams the rest (`msm_streamed`). `None`
+    /// when the constraints do not fit either: the caller makes A, B, C on the CPU.
     fn start_streamed_from_constraints(
         &self,
         st: &mut State,
@@ -1114,38 +1457,38 @@ impl CudaBackend {
         let gpu = &self.gpu;
         if st.constraints.is_none() {
             let need = DeviceR1cs::bytes_for(r1cs);
-            // `working` counts each MSM's scratch as if its points were resident; streamed
-            // pieces size themselves to what is free then, half a piece's points costing
-            // about what its scratch does. Other circuits' points give way, as they would to
-            // this circuit's own.
-            if !self.make_room(st, need + working)? {
+            // Resident points give way to the constraints, this circuit's own too: they save a
+            // start more than any point set does. The points are placed again in what is left.
+            let (free, _) = gpu.mem_info()?;
+            if !self.make_room(st, need + working + placement_margin(free))? {
                 let (free, _) = gpu.mem_info()?;
                 tracing::debug!(circuit = %r1cs.circuit_id, need, free, working, "recorded constraints do not fit beside a streamed start");
                 return Ok(None);
             }
             match DeviceR1cs::upload(gpu, r1cs) {
                 Ok(d) => {
-                    tracing::info!(circuit = %r1cs.circuit_id, bytes = d.bytes(), gpu = %gpu.info, "recorded constraints resident on the GPU, the points streamed from host memory");
+                    tracing::info!(circuit = %r1cs.circuit_id, bytes = d.bytes(), gpu = %gpu.info, "recorded constraints resident on the GPU, the points streamed from host memory where they do not fit");
                     st.constraints = Some(d);
                 }
                 Err(e) if e.downcast_ref::<OutOfDeviceMemory>().is_some() => return Ok(None),
                 Err(e) => return Err(e),
             }
         }
+        let census = witness.aux.census();
+        let full_width = census.others as f64 / witness.aux.len().max(1) as f64;
+        let placed = self.ensure_placed(st, srs, working, full_width)?;
         let State {
-            ntt, constraints, ..
+            ntt,
+            constraints,
+            resident,
+            ..
         } = st;
         let Some(d) = constraints.as_ref() else {
             return Ok(None);
         };
-        let b_query = d.b_query_len();
-        let sets = PointSets {
-            h: Points::Host(&srs.h),
-            l: Points::Host(&srs.l),
-            a: Points::Host(&srs.a),
-            b_g1: Points::Host(&srs.b_g1),
-            // Where they are the B query's: parameters made for G1 checks only have others.
-            b_g2: (srs.b_g2.len() == b_query).then_some(Points::Host(&srs.b_g2[..])),
+        let sets = match placed.and_then(|i| resident.get(i)) {
+            Some(r) => r.sets(srs),
+            None => streamed_sets(srs),
         };
         let input = StartInput::Device {
             constraints: d,

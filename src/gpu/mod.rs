@@ -1,5 +1,6 @@
 //! The CUDA backend: device discovery, NVRTC builds of `kernels/`, typed kernel launches, device
-//! memory, NTT and MSM launchers, SRS residency, and `CudaBackend` (proving start on a GPU).
+//! memory, NTT and MSM launchers, SRS residency and its placement by value, and `CudaBackend`
+//! (proving start on a GPU).
 //!
 //! Only `backend` knows the Groth16 types; the launchers (`ntt`, `msm`) take device buffers of
 //! plain limbs. Everything is loaded at run time: on a machine without a GPU, `list_devices`
@@ -14,6 +15,7 @@ pub mod limbs;
 pub mod memory;
 pub mod msm;
 pub mod ntt;
+pub mod placement;
 pub mod products;
 pub mod witness;
 

@@ -795,14 +795,25 @@ pub fn g1_streamed_piece(gpu: &Gpu, n: usize) -> Result<usize> {
     Ok(streamed_piece_for(gpu, n, false)?.unwrap_or(n.clamp(1, MIN_STREAMED_PIECE)))
 }
 
+/// The first terms of a streamed MSM whose points are on the device already (a set partly
+/// resident): their G1 points, and their G2 points where the MSM sums G2 too.
+#[derive(Clone, Copy)]
+pub struct ResidentPrefix<'a> {
+    pub terms: usize,
+    pub g1: &'a DevBuf<u32>,
+    pub g2: Option<&'a DevBuf<u32>>,
+}
+
 /// Σ s_i·P_i (and Σ s_i·Q_i over the G2 points when given) for i < n, the scalars resident on
-/// the device and the points in host memory: the points go over in pieces of `piece` terms,
-/// each piece copied over the copy lane by another host thread while the piece before is
-/// summed, into two piece buffers made once. What the copies cost, and how much of it the sums
-/// hid, comes back beside the sums.
+/// the device and the points in host memory, or, for the first terms, on the device already
+/// (`resident`), all in pieces of `piece` terms: the streamed points go over piece by piece,
+/// each copied over the copy lane by another host thread while the piece before (or the
+/// resident terms) is summed, into two piece buffers made once. What the copies cost, and how much of it the
+/// sums hid, comes back beside the sums.
 pub fn msm_streamed(
     gpu: &Gpu,
     points: HostPoints,
+    resident: Option<ResidentPrefix>,
     scalars: &DevBuf<u32>,
     n: usize,
     piece: usize,
@@ -820,6 +831,21 @@ pub fn msm_streamed(
             g2.len()
         );
     }
+    let start = resident.map_or(0, |r| r.terms.min(n));
+    if let Some(r) = resident {
+        ensure!(
+            r.g1.len() >= start * AFFINE_LIMBS
+                && (points.g2.is_none()
+                    || r.g2.is_some_and(|b| b.len() >= start * G2_AFFINE_LIMBS)),
+            "{start} resident terms of a streamed MSM over buffers of {} G1 points{}",
+            r.g1.len() / AFFINE_LIMBS,
+            if points.g2.is_some() {
+                " and fewer G2 points"
+            } else {
+                ""
+            }
+        );
+    }
     let mut streaming = Streaming::default();
     let mut sums = SharedSums {
         g1: G1Projective::identity(),
@@ -830,9 +856,35 @@ pub fn msm_streamed(
     }
     gpu.bind()?;
     let with_g2 = points.g2.is_some();
+    let add = |sums: &mut SharedSums, part: SharedSums| {
+        sums.g1 += part.g1;
+        if let (Some(sum), Some(p)) = (sums.g2.as_mut(), part.g2) {
+            *sum += p;
+        }
+    };
     ensure!(piece > 0, "streamed MSM in pieces of no points");
-    let pieces = n.div_ceil(piece);
-    let range = |k: usize| k * piece..((k + 1) * piece).min(n);
+    // The resident terms are summed in pieces too: the scratch of one piece is what the free
+    // memory was sized for.
+    let resident_sums = |sums: &mut SharedSums| -> Result<()> {
+        let Some(r) = resident else {
+            return Ok(());
+        };
+        for at in (0..start).step_by(piece) {
+            let operands = Operands {
+                g1: r.g1.at(at * AFFINE_LIMBS),
+                g2: r.g2.filter(|_| with_g2).map(|b| b.at(at * G2_AFFINE_LIMBS)),
+                scalars: scalars.at(at * FR_LIMBS),
+            };
+            add(sums, shared_sums(gpu, operands, piece.min(start - at))?);
+        }
+        Ok(())
+    };
+    if start == n {
+        resident_sums(&mut sums)?;
+        return Ok((sums, streaming));
+    }
+    let pieces = (n - start).div_ceil(piece);
+    let range = |k: usize| start + k * piece..(start + (k + 1) * piece).min(n);
     let buffers = (0..pieces.min(2))
         .map(|_| PieceBuffers::new(gpu, piece, with_g2))
         .collect::<Result<Vec<_>>>()?;
@@ -851,13 +903,22 @@ pub fn msm_streamed(
         }
         Ok((bytes, t.elapsed().as_secs_f64() * 1e3))
     };
-    let (bytes, ms) = copy(0)?;
-    streaming += Streaming {
-        bytes,
-        copy_ms: ms,
-        waited_ms: ms,
-    };
     std::thread::scope(|scope| -> Result<()> {
+        // The first piece goes over while the resident terms are summed (if any).
+        let first = scope.spawn(move || copy(0));
+        let summed = resident_sums(&mut sums);
+        let t = std::time::Instant::now();
+        let copied = first
+            .join()
+            .map_err(|_| anyhow::anyhow!("the point copy thread panicked"))?;
+        let waited_ms = t.elapsed().as_secs_f64() * 1e3;
+        summed?;
+        let (bytes, copy_ms) = copied?;
+        streaming += Streaming {
+            bytes,
+            copy_ms,
+            waited_ms,
+        };
         for k in 0..pieces {
             // The copy of piece k + 1 fills the buffer piece k − 1 used, whose sums are done:
             // `shared_sums` returns once its results are on the host.
@@ -876,11 +937,7 @@ pub fn msm_streamed(
                     .map_err(|_| anyhow::anyhow!("the point copy thread panicked"))
             });
             let waited_ms = summed.elapsed().as_secs_f64() * 1e3;
-            let part = part?;
-            sums.g1 += part.g1;
-            if let (Some(sum), Some(p)) = (sums.g2.as_mut(), part.g2) {
-                *sum += p;
-            }
+            add(&mut sums, part?);
             if let Some(copied) = copied {
                 let (bytes, copy_ms) = copied??;
                 streaming += Streaming {
@@ -934,7 +991,9 @@ pub fn msm_streamed_from_host(
         g2: None,
     };
     let piece = g1_streamed_piece(gpu, scalars.len())?;
-    Ok(msm_streamed(gpu, host, &ds, scalars.len(), piece)?.0.g1)
+    Ok(msm_streamed(gpu, host, None, &ds, scalars.len(), piece)?
+        .0
+        .g1)
 }
 
 #[cfg(test)]
