@@ -312,7 +312,8 @@ struct Prepared {
     urgent: Option<UrgentJob>,
 }
 
-/// Run the benchmark: one report per device memory limit. Progress goes to stderr.
+/// Run the benchmark: one report per device memory limit. Progress and each run's table go to
+/// stderr.
 pub fn run(bench: PipelineBench) -> Result<Vec<PipelineReport>> {
     ensure!(bench.jobs >= 1, "--jobs must be at least 1");
     ensure!(
@@ -339,6 +340,8 @@ pub fn run(bench: PipelineBench) -> Result<Vec<PipelineReport>> {
         reset_peak_rss();
         let report = run_once(&bench, &prepared, backends, limit, &t)
             .with_context(|| format!("the run with device memory {cap}"))?;
+        // Each run's table as soon as it is done: a long series stopped early keeps its runs.
+        print_table(&report);
         reports.push(report);
     }
     Ok(reports)

@@ -446,9 +446,6 @@ fn bench_pipeline(args: BenchPipelineArgs) -> Result<()> {
         finalizer_threads,
         budget,
     })?;
-    for report in &reports {
-        c2q::bench::print_table(report);
-    }
     if reports.len() > 1 {
         c2q::bench::print_summary(&reports);
     }

@@ -566,19 +566,23 @@ fn starts_within_limits(
     );
     // The same limit with the points placed by value: the sets that save the most per byte
     // resident, whole or their first terms, the rest streamed; twice (placed, then reused).
+    // Points of a few MB fit in no room beside a start's fixed allowances (the MSM scratch's
+    // 64 MB, the margin): nothing is placed for those.
+    let all_points = points * AFFINE_LIMBS * 4 + srs.b_g2.len() * G2_AFFINE_LIMBS * 4;
+    let placeable = points * AFFINE_LIMBS * 4 > 16 << 20;
     let limited = CudaBackend::with_memory_limit(device, Some(limit))?;
     for call in ["placed", "again"] {
         let partly = limited.start(srs, evals.clone(), witness)?;
         let resident = limited.resident_bytes();
         t.check(
             &format!(
-                "proving start with the points partly resident ({resident} of {} bytes, {call}) \
-                 within a {limit}-byte limit, {constraints} constraints",
-                points * AFFINE_LIMBS * 4
+                "proving start with the points placed by value ({resident} of {all_points} bytes \
+                 resident{}, {call}) within a {limit}-byte limit, {constraints} constraints",
+                if placeable { "" } else { ": too few to place" }
             ),
             same_start(&want, &partly, partly.b_g2.is_some(), srs, witness)?
-                && resident > 0
-                && resident < points * AFFINE_LIMBS * 4 + srs.b_g2.len() * G2_AFFINE_LIMBS * 4,
+                && (resident > 0 || !placeable)
+                && resident < all_points,
         );
     }
     // Room for the G1 points and a start, not for the G2 points as well: the G1 sets stay
@@ -687,7 +691,9 @@ fn canary_points_streamed(
                             "left to the CPU"
                         }
                     ),
-                    proof_bytes(cpu)? == proof_bytes(&streamed)? && (resident == 0) == whole_only,
+                    // The canary's points (under a MB) are too few to place beside a start's
+                    // fixed allowances: by value, whatever was placed must prove the same.
+                    proof_bytes(cpu)? == proof_bytes(&streamed)? && (resident == 0 || !whole_only),
                 );
             }
             None => t.check(&format!("{label}: the constraints stayed resident"), false),

@@ -227,6 +227,8 @@ struct State {
     last_streamed: Option<StreamedPhases>,
     /// Host-to-device bytes per second, once measured (for the placement).
     bandwidth: Option<f64>,
+    /// The circuit whose points were last found to have no room at all (said once).
+    told_streamed: Option<SrsKey>,
     /// Whether a circuit's points are resident whole or not at all, never partly
     /// (`C2Q_PLACEMENT=whole`, for comparison runs; gpu-check's streamed starts).
     whole_sets_only: bool,
@@ -307,6 +309,7 @@ impl CudaBackend {
                 clock: 0,
                 last_streamed: None,
                 bandwidth: None,
+                told_streamed: None,
                 whole_sets_only: std::env::var("C2Q_PLACEMENT").is_ok_and(|v| v == "whole"),
             }),
         })
@@ -423,6 +426,8 @@ impl CudaBackend {
         // The circuit being proved comes first: other circuits' points give way.
         self.make_room(st, usize::MAX)?;
         let (free, _) = self.gpu.mem_info()?;
+        // `working` counts the NTT's tables; those made already are out of `free`.
+        let working = working.saturating_sub(st.ntt.resident_bytes());
         let room = free.saturating_sub(working + placement_margin(free));
         let g2_with_b = srs.b_g2.len() == lens[3];
         let set = |name, terms, with_g2: bool, full_width| placement::PointSet {
@@ -454,6 +459,11 @@ impl CudaBackend {
             .collect::<Vec<_>>()
             .join(", ");
         if terms == [0; 4] {
+            // Said once per circuit: every start of it asks again.
+            if st.told_streamed.as_ref() == Some(&srs.key) {
+                return Ok(None);
+            }
+            st.told_streamed = Some(srs.key.clone());
             tracing::info!(srs = %srs.key, room, working, gpu = %self.gpu.info, expected_msm_s = plan.all_streamed_s, "parameters streamed from host memory: no room for any of them beside a start");
             return Ok(None);
         }
@@ -490,13 +500,15 @@ impl CudaBackend {
         }
     }
 
-    /// The host-to-device bandwidth, measured once per GPU (256 MiB through the staging
-    /// buffers, the way streamed points go).
+    /// The host-to-device bandwidth, measured once per GPU (up to 256 MiB through the staging
+    /// buffers, the way streamed points go; a quarter of the free memory where that is less).
     fn host_to_device_bytes_per_s(&self, st: &mut State) -> Result<f64> {
         if let Some(b) = st.bandwidth {
             return Ok(b);
         }
-        let measured = self.gpu.measure_host_to_device(256 << 20)?.gb_per_s * 1e9;
+        let (free, _) = self.gpu.mem_info()?;
+        let bytes = (free / 4).clamp(1 << 20, 256 << 20);
+        let measured = self.gpu.measure_host_to_device(bytes)?.gb_per_s * 1e9;
         st.bandwidth = Some(measured);
         Ok(measured)
     }
@@ -1459,8 +1471,7 @@ impl CudaBackend {
             let need = DeviceR1cs::bytes_for(r1cs);
             // Resident points give way to the constraints, this circuit's own too: they save a
             // start more than any point set does. The points are placed again in what is left.
-            let (free, _) = gpu.mem_info()?;
-            if !self.make_room(st, need + working + placement_margin(free))? {
+            if !self.make_room(st, need + working)? {
                 let (free, _) = gpu.mem_info()?;
                 tracing::debug!(circuit = %r1cs.circuit_id, need, free, working, "recorded constraints do not fit beside a streamed start");
                 return Ok(None);

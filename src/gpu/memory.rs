@@ -59,6 +59,32 @@ struct Staging {
 
 const STAGING_BYTES: usize = 64 << 20;
 
+/// Runs `f` (the host side of a staging copy: filling a pinned buffer, selecting values) on
+/// threads of its own rather than rayon's global pool: on a busy worker that pool is full of
+/// other stages' CPU work (witnesses, A, B and C made on the CPU for GPUs without room for
+/// the constraints), and a proving start's copies queued behind it left the GPU waiting. A
+/// few threads fill a 64 MB buffer faster than PCIe drains it.
+fn on_copy_threads<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
+    let pool = POOL.get_or_init(|| {
+        let threads = std::thread::available_parallelism()
+            .map_or(4, |n| n.get() / 2)
+            .clamp(2, 8);
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("c2q-copy-{i}"))
+            .build()
+            .map_err(|e| {
+                tracing::warn!(error = %e, "no threads of their own for host-to-device copies: they share rayon's pool")
+            })
+            .ok()
+    });
+    match pool {
+        Some(pool) => pool.install(f),
+        None => f(),
+    }
+}
+
 // SAFETY: the pinned buffers and events are only used under the Mutex that holds them.
 unsafe impl Send for Staging {}
 
@@ -288,10 +314,12 @@ impl Gpu {
                 .context("waiting for a staging copy failed")?;
             // SAFETY: buffer k holds STAGING_BYTES and no DMA reads it now.
             let stage = unsafe { std::slice::from_raw_parts_mut(st.bufs[k], piece.len()) };
-            stage
-                .par_chunks_mut(1 << 20)
-                .zip(piece.par_chunks(1 << 20))
-                .for_each(|(d, s)| d.copy_from_slice(s));
+            on_copy_threads(|| {
+                stage
+                    .par_chunks_mut(1 << 20)
+                    .zip(piece.par_chunks(1 << 20))
+                    .for_each(|(d, s)| d.copy_from_slice(s))
+            });
             let at = dst + (i * STAGING_BYTES) as u64;
             // SAFETY: pinned source of piece.len() bytes, destination inside the buffer the
             // caller checked; the event marks when the source may be reused.
@@ -329,7 +357,7 @@ impl Gpu {
         let mut at = offset;
         for (i, piece) in values.chunks(per_piece).enumerate() {
             let first = i * per_piece;
-            let counts = crate::groth16::select::count(piece, first, present);
+            let counts = on_copy_threads(|| crate::groth16::select::count(piece, first, present));
             let count: usize = counts.iter().sum();
             if count == 0 {
                 continue;
@@ -348,7 +376,9 @@ impl Gpu {
             // SAFETY: buffer k holds STAGING_BYTES ≥ count · size bytes, is page-aligned (so
             // aligned for T) and no DMA reads it now.
             let stage = unsafe { std::slice::from_raw_parts_mut(st.bufs[k] as *mut T, count) };
-            crate::groth16::select::gather(piece, first, present, &counts, stage);
+            on_copy_threads(|| {
+                crate::groth16::select::gather(piece, first, present, &counts, stage)
+            });
             // SAFETY: the first `bytes` bytes of buffer k were just written (pinned memory);
             // the destination range was checked above; the event marks when k may be reused.
             unsafe {
