@@ -37,6 +37,7 @@
 //! | `C2Q_KERNELS_PORTABLE` | Any value: the kernels are built with `-DC2Q_PORTABLE`, plain C++ field arithmetic instead of the carry-chain assembly, to rule that out when a GPU disagrees with the CPU. |
 //! | `C2Q_KERNEL_DEFINES` | `-DNAME[=VALUE] …` passed to NVRTC: the kernels' tuning macros (`C2Q_ACCUMULATE_BLOCKS`, `C2Q_ACCUMULATE_BLOCKS_G2`, `C2Q_NTT_BLOCKS`, `C2Q_MUL_WIDE`, `C2Q_MSM_PREFETCH`; `kernels/README.md`), so one binary can time variants. The kernel cache keys on them. |
 //! | `C2Q_MSM_WINDOW` | The MSM window in bits (clamped to 3–22) instead of the one computed for the MSM's size. |
+//! | `C2Q_PLACEMENT` | `whole`: a circuit's points are resident whole or not at all, as before placement by value (`gpu::placement`), for comparison runs. |
 //! | `C2Q_MSM_TRACE` | Any value: each MSM phase is synchronised and timed (so phases no longer overlap), and the totals are printed to stderr. |
 //! | `C2Q_WITNESS` | `native` or `gadgets`: the ignored timing test `witness_of_a_32gib_partition_timed` times only that way of computing the witness; `native`, `gadgets` or `sequential` (or a comma-separated list): likewise for `window_post_witness_of_a_32gib_partition_timed`. |
 //!
@@ -254,7 +255,8 @@ pub struct GateConfig {
     pub budget_bytes: Option<u64>,
     /// Kept free for the OS and other processes; default: 10% of memory, at least 1 GiB.
     pub margin_bytes: Option<u64>,
-    /// The worker's own footprint outside jobs (runtime, buffers, code); default 256 MiB.
+    /// The worker's own footprint outside jobs (runtime, buffers, code); default 256 MiB and
+    /// each GPU's pinned staging buffers (128 MiB).
     pub baseline_bytes: Option<u64>,
     /// Kept free for urgent (PoSt) jobs while the worker proves others; default: the largest
     /// worst case, parameters included, of the urgent classes it serves; 0: no reserve.

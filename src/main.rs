@@ -429,10 +429,13 @@ fn bench_pipeline(args: BenchPipelineArgs) -> Result<()> {
         Some(gib) if gib.is_finite() && gib > 0.0 => Some((gib * (1u64 << 30) as f64) as u64),
         Some(gib) => anyhow::bail!("--budget-gib must be a positive number of GiB, not {gib}"),
     };
-    let budget = c2q::gate::detect_budget(&c2q::config::GateConfig {
-        budget_bytes,
-        ..c2q::config::GateConfig::default()
-    })?;
+    let budget = c2q::gate::detect_budget(
+        &c2q::config::GateConfig {
+            budget_bytes,
+            ..c2q::config::GateConfig::default()
+        },
+        if cpu { 0 } else { gpus },
+    )?;
     let reports = c2q::bench::run(c2q::bench::PipelineBench {
         proof,
         jobs: args.jobs,

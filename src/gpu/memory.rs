@@ -59,6 +59,10 @@ struct Staging {
 
 const STAGING_BYTES: usize = 64 << 20;
 
+/// Page-locked host memory each GPU holds for its staging buffers, once it has uploaded
+/// anything large: counted in the memory gate's baseline.
+pub const PINNED_STAGING_BYTES: usize = 2 * STAGING_BYTES;
+
 /// Runs `f` (the host side of a staging copy: filling a pinned buffer, selecting values) on
 /// threads of its own rather than rayon's global pool: on a busy worker that pool is full of
 /// other stages' CPU work (witnesses, A, B and C made on the CPU for GPUs without room for

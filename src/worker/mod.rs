@@ -143,7 +143,11 @@ async fn run_async(mut cfg: Config) -> Result<()> {
     }
     shutdown.on_signals()?;
 
-    let budget = gate::detect_budget(&cfg.gate)?;
+    let gpus = match cfg.pipeline.backend {
+        crate::gpu::BackendChoice::Cpu => 0,
+        _ => cfg.pipeline.devices.len(),
+    };
+    let budget = gate::detect_budget(&cfg.gate, gpus)?;
     cfg.limits.max_sector_size = Some(sector_limit(&cfg, budget.jobs)?);
     let gate = Gate::new(budget.jobs);
     metrics.gate_budget_bytes.set(budget.jobs as i64);
