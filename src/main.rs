@@ -434,7 +434,11 @@ fn bench_pipeline(args: BenchPipelineArgs) -> Result<()> {
             budget_bytes,
             ..c2q::config::GateConfig::default()
         },
-        if cpu { 0 } else { gpus },
+        if cpu {
+            0
+        } else {
+            gpus as u64 * c2q::gpu::memory::PINNED_STAGING_BYTES as u64
+        },
     )?;
     let reports = c2q::bench::run(c2q::bench::PipelineBench {
         proof,

@@ -18,10 +18,10 @@ pub struct Budget {
     pub jobs: u64,
 }
 
-/// The budget for a worker with `gpus` GPUs: the configured total, or the memory (or cgroup
-/// limit) less a margin; less the worker's own baseline, which by default counts each GPU's
-/// pinned staging buffers (`gpu::memory::PINNED_STAGING_BYTES`: page-locked, never swapped).
-pub fn detect_budget(cfg: &GateConfig, gpus: usize) -> Result<Budget> {
+/// The budget: the configured total, or the memory (or cgroup limit) less a margin; less the
+/// worker's own baseline, which by default counts `pinned` bytes of page-locked host memory
+/// (the GPUs' staging buffers, never swapped).
+pub fn detect_budget(cfg: &GateConfig, pinned: u64) -> Result<Budget> {
     let total = match cfg.budget_bytes {
         Some(b) => b,
         None => {
@@ -30,9 +30,7 @@ pub fn detect_budget(cfg: &GateConfig, gpus: usize) -> Result<Budget> {
             memory.saturating_sub(margin)
         }
     };
-    let baseline = cfg.baseline_bytes.unwrap_or(
-        DEFAULT_BASELINE + gpus as u64 * crate::gpu::memory::PINNED_STAGING_BYTES as u64,
-    );
+    let baseline = cfg.baseline_bytes.unwrap_or(DEFAULT_BASELINE + pinned);
     anyhow::ensure!(
         total > baseline,
         "memory budget {total} bytes does not even cover the worker's baseline of {baseline}"
@@ -86,26 +84,23 @@ mod tests {
             baseline_bytes: Some(GIB / 4),
             urgent_reserve_bytes: None,
         };
-        let b = detect_budget(&cfg, 2).unwrap();
+        let b = detect_budget(&cfg, GIB / 8).unwrap();
         assert_eq!(b.total, GIB);
         assert_eq!(b.jobs, GIB - GIB / 4);
-        // Unset, the baseline counts each GPU's pinned staging buffers.
+        // Unset, the baseline counts the pinned host memory.
         let cfg = GateConfig {
             baseline_bytes: None,
             ..cfg
         };
         let none = detect_budget(&cfg, 0).unwrap();
-        let two = detect_budget(&cfg, 2).unwrap();
+        let pinned = detect_budget(&cfg, GIB / 8).unwrap();
         assert_eq!(none.jobs, GIB - DEFAULT_BASELINE);
-        assert_eq!(
-            none.jobs - two.jobs,
-            2 * crate::gpu::memory::PINNED_STAGING_BYTES as u64
-        );
+        assert_eq!(none.jobs - pinned.jobs, GIB / 8);
     }
 
     #[test]
     fn detected_budget_leaves_a_margin() {
-        let b = detect_budget(&GateConfig::default(), 1).unwrap();
+        let b = detect_budget(&GateConfig::default(), 0).unwrap();
         let total = parse_meminfo_total(&std::fs::read_to_string("/proc/meminfo").unwrap());
         assert!(b.total < total.unwrap());
         assert!(b.jobs < b.total);

@@ -147,7 +147,8 @@ async fn run_async(mut cfg: Config) -> Result<()> {
         crate::gpu::BackendChoice::Cpu => 0,
         _ => cfg.pipeline.devices.len(),
     };
-    let budget = gate::detect_budget(&cfg.gate, gpus)?;
+    let pinned = gpus as u64 * crate::gpu::memory::PINNED_STAGING_BYTES as u64;
+    let budget = gate::detect_budget(&cfg.gate, pinned)?;
     cfg.limits.max_sector_size = Some(sector_limit(&cfg, budget.jobs)?);
     let gate = Gate::new(budget.jobs);
     metrics.gate_budget_bytes.set(budget.jobs as i64);
