@@ -41,6 +41,12 @@ pub trait Backend: Send + Sync {
     /// A short name for logs and metrics: `cpu`, `cuda:0`, ...
     fn name(&self) -> String;
 
+    /// Host memory this backend keeps page-locked for as long as it lives (a GPU's staging
+    /// buffers): never swapped, so the memory gate counts it in the worker's baseline.
+    fn pinned_host_bytes(&self) -> u64 {
+        0
+    }
+
     fn start(&self, srs: &Srs, evals: Evaluations, witness: &Witness) -> Result<Multiexps>;
 
     /// Whether this backend can make the A, B, C evaluations itself from recorded constraints

@@ -143,23 +143,22 @@ async fn run_async(mut cfg: Config) -> Result<()> {
     }
     shutdown.on_signals()?;
 
-    let gpus = match cfg.pipeline.backend {
-        crate::gpu::BackendChoice::Cpu => 0,
-        _ => cfg.pipeline.devices.len(),
-    };
-    let pinned = gpus as u64 * crate::gpu::memory::PINNED_STAGING_BYTES as u64;
-    let budget = gate::detect_budget(&cfg.gate, pinned)?;
-    cfg.limits.max_sector_size = Some(sector_limit(&cfg, budget.jobs)?);
-    let gate = Gate::new(budget.jobs);
-    metrics.gate_budget_bytes.set(budget.jobs as i64);
+    // The backends first: the budget's baseline counts the host memory they pin, and only
+    // backends actually opened pin any (`auto` on a machine without a GPU opens the CPU's).
     let backends: Vec<_> = select_backends(
         cfg.pipeline.backend,
         &cfg.pipeline.devices,
         cfg.pipeline.gpu_memory_limit()?,
-    )?
-    .into_iter()
-    .map(|b| fault::wrap_backend(cfg.pipeline.fault.as_deref(), b))
-    .collect();
+    )?;
+    let pinned = backends.iter().map(|b| b.pinned_host_bytes()).sum();
+    let backends: Vec<_> = backends
+        .into_iter()
+        .map(|b| fault::wrap_backend(cfg.pipeline.fault.as_deref(), b))
+        .collect();
+    let budget = gate::detect_budget(&cfg.gate, pinned)?;
+    cfg.limits.max_sector_size = Some(sector_limit(&cfg, budget.jobs)?);
+    let gate = Gate::new(budget.jobs);
+    metrics.gate_budget_bytes.set(budget.jobs as i64);
     let backend_name = backends
         .iter()
         .map(|b| b.name())
