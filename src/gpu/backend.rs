@@ -840,8 +840,8 @@ pub fn streamed_start_peak_bytes(domain: usize, msm_lens: [usize; 3]) -> usize {
 }
 
 /// As `streamed_start_peak_bytes` for a start from recorded constraints: the expanded witness
-/// throughout, beside it the products and H's transforms (three domains), or one MSM's
-/// scalars with its pieces.
+/// throughout, beside it the products and H's transforms (two domains: C's product takes B's
+/// buffer once a·b is made), or one MSM's scalars with its pieces.
 pub fn device_streamed_peak_bytes(
     domain: usize,
     inputs: usize,
@@ -854,7 +854,7 @@ pub fn device_streamed_peak_bytes(
     let pieces = super::msm::streamed_bytes(largest.div_ceil(4), false);
     witness
         + expand_scratch
-            .max(3 * domain * scalar)
+            .max(2 * domain * scalar)
             .max(largest * scalar + pieces)
 }
 
@@ -864,7 +864,7 @@ pub fn device_streamed_peak_bytes(
 /// `expand_scratch` bytes to expand the packed witness (`gpu::witness::expand_scratch_bytes`);
 /// the B MSM in G2 too when `b_g2`. The expanded witness stays on the device throughout;
 /// beside it, one phase at a time: the packed witness while it is expanded, the products and
-/// H's transforms (three domains), H's MSM (one domain and the MSM's scratch), L's MSM (its
+/// H's transforms (two domains), H's MSM (one domain and the MSM's scratch), L's MSM (its
 /// scratch), then A's and B's, each with its query's scalars, selected just before it and
 /// freed after it. For a 32 GiB partition that is ~27 GB: its G1 points, constraints and G2
 /// points (55 GB) and a start fit on an 80 GB GPU.
@@ -881,7 +881,7 @@ pub fn device_start_peak_bytes(
     let b_scratch = scratch_bytes(b) + if b_g2 { g2_scratch_bytes(b) } else { 0 };
     let phases = [
         expand_scratch,
-        3 * domain * scalar,
+        2 * domain * scalar,
         domain * scalar + scratch_bytes(domain),
         scratch_bytes(l),
         a * scalar + scratch_bytes(a),
@@ -1338,17 +1338,21 @@ fn h_on_device(
         constraints.product(gpu, which, &dw.aux, &dw.input, &out, domain)?;
         Ok(out)
     };
+    // Two domains at a time, not three: a·b is formed in a's buffer, and C's product then
+    // overwrites b's (every kernel here is on the main lane, so in order). The products'
+    // phase is then never a start's peak (4.3 GB less for a 32 GiB partition).
     let da = product(0)?;
     ntt.coset_evaluations(gpu, &da, log_n)?;
-    let db = product(1)?;
-    ntt.coset_evaluations(gpu, &db, log_n)?;
-    let dc = product(2)?;
-    ntt.c_coefficients(gpu, &dc, log_n)?;
-    ntt.h_from_coset_evaluations(gpu, &da, &db, &dc, log_n)?;
+    let dbc = product(1)?;
+    ntt.coset_evaluations(gpu, &dbc, log_n)?;
+    ntt.coset_multiply(gpu, &da, &dbc, log_n)?;
+    constraints.product(gpu, 2, &dw.aux, &dw.input, &dbc, domain)?;
+    ntt.c_coefficients(gpu, &dbc, log_n)?;
+    ntt.h_from_coset_product(gpu, &da, &dbc, log_n)?;
     let tw = Instant::now();
     gpu.sync_lane(Lane::Main)?;
     phases.h_wait_ms = ms(tw);
-    drop((db, dc));
+    drop(dbc);
     phases.h_ms = ms(t);
     let t = Instant::now();
     let h = msm_points(gpu, h_points, None, &da, domain - 1, &mut phases.streaming)?.g1;
