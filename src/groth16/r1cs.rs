@@ -30,7 +30,7 @@ use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
 use super::assignment::{Assignment, Density, Evaluations, Witness};
-use super::witness::CompactWitness;
+use super::witness::{CompactValues, CompactWitness, Value};
 use super::SrsKey;
 
 #[cfg(target_endian = "big")]
@@ -266,6 +266,25 @@ impl R1cs {
     /// The A, B and C evaluations for a witness: `(M·w)_r` for every row `r`.
     pub fn evaluate(&self, input: &[Fr], aux: &[Fr]) -> Result<Evaluations> {
         self.check_witness(input.len(), aux.len())?;
+        Ok(self.products(input, |v| Value::of(&aux[v])))
+    }
+
+    /// `evaluate` for aux values kept compact: read in place (`ValueIndex`), never expanded,
+    /// which spares the products the random reads of gigabytes of full values.
+    pub fn evaluate_packed(&self, input: &[Fr], aux: &CompactValues) -> Result<Evaluations> {
+        self.check_witness(input.len(), aux.len())?;
+        let index = aux.index();
+        Ok(self.products(input, |v| index.get(v)))
+    }
+
+    /// A, B and C times a witness whose aux value `v` is `aux(v)`: the variables were checked
+    /// against the counts when the matrices were recorded or loaded, and the witness's
+    /// lengths by the caller.
+    fn products<'a>(
+        &self,
+        input: &'a [Fr],
+        aux: impl Fn(usize) -> Value<'a> + Sync,
+    ) -> Evaluations {
         let product = |m: &SparseMatrix| {
             let mut out = Vec::new();
             (0..m.rows())
@@ -275,32 +294,28 @@ impl R1cs {
                     let mut acc = Fr::ZERO;
                     for t in m.row(r) {
                         let value = if t.var & INPUT_BIT == 0 {
-                            &aux[t.var as usize]
+                            aux(t.var as usize)
                         } else {
-                            &input[(t.var & !INPUT_BIT) as usize]
+                            Value::of(&input[(t.var & !INPUT_BIT) as usize])
                         };
-                        if *value == Fr::ZERO {
-                            continue;
-                        }
                         let coeff = &self.coeffs[t.coeff as usize];
-                        acc += if *value == Fr::ONE {
-                            *coeff
-                        } else if t.coeff == 0 {
-                            *value
-                        } else {
-                            *coeff * value
-                        };
+                        match value {
+                            Value::Zero => {}
+                            Value::One => acc += coeff,
+                            Value::Other(x) if t.coeff == 0 => acc += x,
+                            Value::Other(x) => acc += *coeff * x,
+                        }
                     }
                     acc
                 })
                 .collect_into_vec(&mut out);
             out
         };
-        Ok(Evaluations {
+        Evaluations {
             a: product(&self.a),
             b: product(&self.b),
             c: product(&self.c),
-        })
+        }
     }
 
     /// A full witness from its values, with this circuit's densities.
@@ -334,11 +349,14 @@ impl R1cs {
         out
     }
 
-    /// A partition's full assignment from its compact witness: the values expanded, the
-    /// evaluations as sparse products.
+    /// A partition's full assignment from its compact witness: the evaluations as sparse
+    /// products over the compact values (`evaluate_packed`), the values expanded for the
+    /// multiexps.
     pub fn assignment(&self, witness: &CompactWitness) -> Result<Assignment> {
+        let packed = witness.packed();
+        let evals = self.evaluate_packed(&packed.input, &packed.aux)?;
+        drop(packed);
         let (input, aux) = witness.expand();
-        let evals = self.evaluate(&input, &aux)?;
         Ok(Assignment {
             witness: self.witness(input, aux)?,
             evals,
@@ -857,7 +875,7 @@ impl R1csCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::groth16::{synthesize, witness::CompactValues, WitnessBuilder};
+    use crate::groth16::{synthesize, WitnessBuilder};
     use rand::{Rng, SeedableRng};
 
     /// A preamble, then `pieces` pieces of work under top-level namespaces `piece_i`, each
@@ -924,6 +942,10 @@ mod tests {
         let aux = cs.aux().to_vec();
         let evals = r1cs.evaluate(&cs.input, &aux).unwrap();
         assert_eq!(evals, full.evals);
+        // Read in place from the compact values, the same.
+        let compact = CompactValues::new(&aux);
+        assert_eq!(r1cs.evaluate_packed(&cs.input, &compact).unwrap(), evals);
+        assert!(r1cs.evaluate_packed(&cs.input[1..], &compact).is_err());
         assert_eq!(r1cs.witness(cs.input, aux).unwrap(), full.witness);
         // Zero coefficients are not recorded, repeated terms are merged.
         assert!(r1cs.a.nonzeros() < 3 * r1cs.constraints());
