@@ -51,8 +51,9 @@ pub struct GpuCheckArgs {
     pub seed: Option<u64>,
     /// Instead of the kernel checks: prove real 2 KiB sectors (PoRep interactive, then
     /// non-interactive with 13 partitions, then a SnapDeals update) with the CPU and the CUDA
-    /// backend, compare the proofs byte for byte and verify them, filecoin-proofs' verifiers
-    /// included. `--porep` is the old name.
+    /// backend (each one's first partition also under a device memory cap that leaves its
+    /// points streamed, then placed by value), compare the proofs byte for byte and verify
+    /// them, filecoin-proofs' verifiers included. `--porep` is the old name.
     #[arg(long, alias = "porep")]
     pub sectors: bool,
     /// Also check the NTTs, H and the MSM at 2^L (10 to 28; 2^27 is a 32 GiB partition's
@@ -618,27 +619,28 @@ fn canary(backend: &CudaBackend, device: usize, rng: &mut ChaCha8Rng) -> Result<
         proof_bytes(&cpu)? == proof_bytes(&gpu_proof)?,
     );
     t += canary_products_on_gpu(backend, &srs, &job, &cpu, r, s)?;
-    t += canary_points_streamed(device, &srs, &job, &cpu, r, s)?;
+    t += points_streamed(device, &srs, &job, 0, "canary", &cpu, (r, s))?;
     t.check("canary proof verifies", job.verify(&[gpu_proof]).is_ok());
     Ok(t)
 }
 
-/// The worker's path for the canary on a GPU with room for the recorded constraints and a
-/// start but not for the points: A, B, C made on the GPU, the points streamed from host
-/// memory; the proof against the CPU's `cpu`.
-fn canary_points_streamed(
+/// The worker's path for partition `k` of `job` (`name` in the lines printed) on a GPU with
+/// room for the recorded constraints and a start but not for the points: A, B, C made on the
+/// GPU, the points all streamed from host memory, then placed by value (some resident, the
+/// rest streamed); each proof against the CPU's `cpu`, made with the same r and s.
+pub(super) fn points_streamed(
     device: usize,
     srs: &Srs,
-    job: &crate::canary::CanaryJob,
+    job: &dyn crate::job::ProofJob,
+    k: usize,
+    name: &str,
     cpu: &groth16::Proof,
-    r: Fr,
-    s: Fr,
+    (r, s): (Fr, Fr),
 ) -> Result<Tally> {
-    use crate::job::ProofJob;
     let mut t = Tally::default();
     let r1cs = job.r1cs()?;
-    let witness = job.synthesize(0)?.witness;
-    let packed = job.witness(0)?.packed();
+    let witness = job.synthesize(k)?.witness;
+    let packed = job.witness(k)?.packed();
     let domain = r1cs.constraints().max(1).next_power_of_two();
     let lens = [
         r1cs.aux,
@@ -657,7 +659,7 @@ fn canary_points_streamed(
     // Halfway between room for the constraints and room for the points, beside a start.
     let limit = working + constraints + points.saturating_sub(constraints) / 2;
     let label = format!(
-        "canary: products on the GPU, points streamed within a {limit}-byte limit \
+        "{name}: products on the GPU, points streamed within a {limit}-byte limit \
          (constraints {constraints} bytes, points {points})"
     );
     if points <= constraints {
@@ -691,8 +693,8 @@ fn canary_points_streamed(
                             "left to the CPU"
                         }
                     ),
-                    // The canary's points (under a MB) are too few to place beside a start's
-                    // fixed allowances: by value, whatever was placed must prove the same.
+                    // Placed by value, whatever was placed must prove the same (the canary's
+                    // points, under a MB, are too few to place beside a start's allowances).
                     proof_bytes(cpu)? == proof_bytes(&streamed)? && (resident == 0 || !whole_only),
                 );
             }

@@ -1,7 +1,9 @@
 //! `c2q gpu-check --sectors`: real 2 KiB PoRep sectors (interactive, then non-interactive)
 //! sealed with filecoin-proofs, and a 2 KiB SnapDeals update encoded into a sealed sector,
-//! proved by both backends with the same r and s; the proofs compared byte for byte and
-//! verified, filecoin-proofs' `verify_seal` and `verify_empty_sector_update_proof` included.
+//! proved by both backends with the same r and s (the first partition of each also on a
+//! capped GPU, its points streamed and then placed by value); the proofs compared byte for
+//! byte and verified, filecoin-proofs' `verify_seal` and `verify_empty_sector_update_proof`
+//! included.
 
 use std::time::Instant;
 
@@ -12,7 +14,7 @@ use filecoin_proofs_api::RegisteredSealProof;
 use rand::RngCore;
 use rand_chacha::ChaCha8Rng;
 
-use super::gpu_check::GpuCheckArgs;
+use super::gpu_check::{points_streamed, GpuCheckArgs};
 use super::proofs::{cuda_proof, proof_bytes};
 use super::report::{print_devices, seeded_rng, Tally};
 use crate::gpu::CudaBackend;
@@ -147,7 +149,8 @@ fn sector_check(backend: &CudaBackend, sector: &TestSector, rng: &mut ChaCha8Rng
 }
 
 /// Partition `k` proved by the CPU backend and by the CUDA backend with the same r and s,
-/// with A, B, C from the host and (the worker's path) made on the GPU; the proofs compared
+/// with A, B, C from the host and (the worker's path) made on the GPU, and the first partition
+/// under a memory cap that leaves the points streamed or partly resident; the proofs compared
 /// byte for byte. Returns the CUDA proof (A, B, C from the host) for verification.
 fn partition_check(
     backend: &CudaBackend,
@@ -201,6 +204,19 @@ fn partition_check(
             &format!("{name} partition {k} proof bytes, cpu = cuda with products on the GPU"),
             proof_bytes(&cpu)? == proof_bytes(&proof)?,
         );
+    }
+    // The first partition again on a GPU capped between room for the constraints and room
+    // for the points: the path of a card too small for the points (24 or 48 GB at 32 GiB).
+    if k == 0 {
+        t += points_streamed(
+            backend.gpu().info.ordinal,
+            srs,
+            job,
+            k,
+            &format!("{name} partition {k}"),
+            &cpu,
+            (r, s),
+        )?;
     }
     println!(
         "{name} partition {k}: synthesis {synth_ms:.1} ms, prove cpu {cpu_ms:.1} ms, \
