@@ -1019,6 +1019,7 @@ pub fn shaped_srs(r1cs: &R1cs, id: &str) -> Result<Srs> {
     let g1_table = RandomPoints::<G1Projective>::new(&mut rng);
     let g2_table = RandomPoints::<G2Projective>::new(&mut rng);
     Ok(Srs {
+        pins: Default::default(),
         key: SrsKey::new(id),
         vk,
         h: g1_table.points::<G1Affine>(domain - 1, 1),

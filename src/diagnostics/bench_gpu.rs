@@ -465,6 +465,7 @@ fn bench_partition_streamed(
         Ok(v)
     };
     let srs = Srs {
+        pins: Default::default(),
         key: "bench streamed partition".into(),
         vk: crate::canary::srs()?.vk.clone(),
         h: host_points(lens[0])?,

@@ -487,6 +487,7 @@ fn proving_start(backend: &CudaBackend, device: usize, rng: &mut ChaCha8Rng) -> 
     for (inputs, aux, constraints) in [(3usize, 1000usize, 1500usize), (5, 40_000, 70_000)] {
         let domain = constraints.next_power_of_two();
         let srs = Srs {
+            pins: Default::default(),
             key: SrsKey::new(format!("gpu-check synthetic {constraints}")),
             vk: canary.vk.clone(),
             h: random_points(rng, domain - 1, true),

@@ -229,6 +229,8 @@ struct State {
     bandwidth: Option<f64>,
     /// The circuit whose points were last found to have no room at all (said once).
     told_streamed: Option<SrsKey>,
+    /// The circuit whose streamed points the driver last refused to page-lock (said once).
+    told_page_lock: Option<SrsKey>,
     /// Whether a circuit's points are resident whole or not at all, never partly
     /// (`C2Q_PLACEMENT=whole`, for comparison runs; gpu-check's streamed starts).
     whole_sets_only: bool,
@@ -310,6 +312,7 @@ impl CudaBackend {
                 last_streamed: None,
                 bandwidth: None,
                 told_streamed: None,
+                told_page_lock: None,
                 whole_sets_only: std::env::var("C2Q_PLACEMENT").is_ok_and(|v| v == "whole"),
             }),
         })
@@ -621,12 +624,14 @@ impl CudaBackend {
                     ntt,
                     resident,
                     last_streamed,
+                    told_page_lock,
                     ..
                 } = st;
                 let sets = match placed.and_then(|i| resident.get(i)) {
                     Some(r) => r.sets(srs),
                     None => streamed_sets(srs),
                 };
+                page_lock_streamed(gpu, srs, &sets, told_page_lock);
                 let (sums, phases) = start_streamed(gpu, ntt, sets, evals, witness)?;
                 tracing::debug!(gpu = %gpu.info, ?phases, "streamed proving start");
                 *last_streamed = Some(phases);
@@ -927,6 +932,51 @@ impl StartInput<'_> {
                 constraints.b_query_len(),
             ],
         }
+    }
+}
+
+impl<'a, P> Points<'a, P> {
+    /// The set's host points, where any are streamed from there.
+    fn streamed_host(&self) -> Option<&'a [P]> {
+        match *self {
+            Points::Device(_) => None,
+            Points::Host(host) | Points::Split { host, .. } => Some(host),
+        }
+    }
+}
+
+/// Page-locks the host memory of every set that `sets` streams, once per SRS (`Srs::pins`
+/// keeps the locks): their copies then go by DMA straight from the parameters, leaving the
+/// CPU's cores and memory bandwidth to the other stages. Where the driver refuses, the copies
+/// go through the staging buffers, as before, and the log says so once per circuit.
+fn page_lock_streamed(gpu: &Gpu, srs: &Srs, sets: &PointSets, told: &mut Option<SrsKey>) {
+    fn lock<P: Copy>(gpu: &Gpu, srs: &Srs, host: Option<&[P]>) -> Result<usize> {
+        let Some(host) = host else { return Ok(0) };
+        Ok(match gpu.page_lock(host)? {
+            Some(locked) => {
+                srs.pins.hold(Box::new(locked));
+                std::mem::size_of_val(host)
+            }
+            None => 0,
+        })
+    }
+    let t = Instant::now();
+    let lock_all = || -> Result<usize> {
+        let mut bytes = 0;
+        for set in [&sets.h, &sets.l, &sets.a, &sets.b_g1] {
+            bytes += lock(gpu, srs, set.streamed_host())?;
+        }
+        let g2 = sets.b_g2.as_ref().and_then(Points::streamed_host);
+        Ok(bytes + lock(gpu, srs, g2)?)
+    };
+    match lock_all() {
+        Ok(0) => {}
+        Ok(bytes) => tracing::info!(srs = %srs.key, bytes, ms = t.elapsed().as_millis() as u64, gpu = %gpu.info, "streamed points page-locked in host memory: copied by DMA straight from there"),
+        Err(e) if told.as_ref() != Some(&srs.key) => {
+            *told = Some(srs.key.clone());
+            tracing::warn!(srs = %srs.key, gpu = %gpu.info, error = format!("{e:#}"), "streamed points could not be page-locked: they are copied through the staging buffers, at the cost of CPU time");
+        }
+        Err(_) => {}
     }
 }
 
@@ -1496,6 +1546,7 @@ impl CudaBackend {
             ntt,
             constraints,
             resident,
+            told_page_lock,
             ..
         } = st;
         let Some(d) = constraints.as_ref() else {
@@ -1505,6 +1556,7 @@ impl CudaBackend {
             Some(r) => r.sets(srs),
             None => streamed_sets(srs),
         };
+        page_lock_streamed(gpu, srs, &sets, told_page_lock);
         let input = StartInput::Device {
             constraints: d,
             witness,

@@ -6,7 +6,7 @@
 //! `DevBuf` gives its bytes back on drop, whichever module made it.
 
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -31,7 +31,7 @@ pub struct OutOfDeviceMemory {
 /// pinned staging buffers of large uploads.
 pub(super) struct DeviceMemory {
     /// Shared with every live `DevBuf`, which gives its bytes back on drop.
-    allocated: Arc<AtomicU64>,
+    pool: Arc<Pool>,
     /// The most `allocated` has been since the last `reset_peak`.
     peak: AtomicU64,
     /// The most device memory c2q may hold on this GPU (0: what the GPU has).
@@ -42,10 +42,69 @@ pub(super) struct DeviceMemory {
 impl DeviceMemory {
     pub(super) fn new() -> DeviceMemory {
         DeviceMemory {
-            allocated: Arc::new(AtomicU64::new(0)),
+            pool: Arc::new(Pool {
+                allocated: AtomicU64::new(0),
+                keeping: AtomicUsize::new(0),
+                kept: Mutex::new(Vec::new()),
+            }),
             peak: AtomicU64::new(0),
             limit: AtomicU64::new(0),
             staging: Mutex::new(None),
+        }
+    }
+}
+
+/// The bytes c2q holds on one GPU, and the blocks kept for reuse while a `KeepFreed` scope is
+/// open.
+struct Pool {
+    /// Bytes allocated, kept blocks included.
+    allocated: AtomicU64,
+    /// Open `KeepFreed` scopes.
+    keeping: AtomicUsize,
+    /// Blocks given back inside a scope, held for the next allocations instead of freed.
+    kept: Mutex<Vec<Block>>,
+}
+
+/// One device allocation: its address and size in bytes.
+#[derive(Clone, Copy)]
+struct Block {
+    ptr: dsys::CUdeviceptr,
+    bytes: usize,
+}
+
+impl Pool {
+    /// The smallest kept block of at least `bytes` and at most twice that (a small request does
+    /// not take a large block that a later one of its size would miss).
+    fn take(&self, bytes: usize) -> Option<Block> {
+        let mut kept = self.kept.lock().ok()?;
+        let at = kept
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.bytes >= bytes && b.bytes <= bytes.saturating_mul(2))
+            .min_by_key(|(_, b)| b.bytes)
+            .map(|(i, _)| i)?;
+        Some(kept.swap_remove(at))
+    }
+}
+
+/// While alive, device buffers of its GPU that are dropped are kept for reuse by the next
+/// allocations of about their size, instead of freed; they are freed when the last scope ends
+/// (`Gpu::keep_freed`). cuMemFree waits for all work on the GPU, the copies on other lanes
+/// included: a streamed MSM freeing its scratch after each piece waited for the copy of the next
+/// piece, so that its copies and sums ran one after the other.
+///
+/// Only for code whose buffers are done with on every lane by the time they are dropped, or
+/// that orders each lane's later use after the work of the lane that last used them (the MSM:
+/// its sorts wait for the main lane, and every piece ends with the main lane synchronised).
+#[must_use = "the buffers are kept only while the scope is alive"]
+pub struct KeepFreed<'a> {
+    gpu: &'a Gpu,
+}
+
+impl Drop for KeepFreed<'_> {
+    fn drop(&mut self) {
+        if self.gpu.memory.pool.keeping.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.gpu.release_kept();
         }
     }
 }
@@ -89,6 +148,78 @@ fn on_copy_threads<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     }
 }
 
+/// Host memory page-locked for the GPUs (`Gpu::page_lock`): uploads from inside it go to the
+/// device by DMA straight from it, with no copy into the staging buffers and no CPU time. On a
+/// worker whose points are streamed, the staging copies of 30–47 GB per 32 GiB partition
+/// competed with the CPU's other stages for cores and memory bandwidth. Unlocked on drop, which
+/// must come before the memory is freed (`Srs::pins` holds it for an SRS's points).
+pub struct PageLocked {
+    ctx: Arc<CudaContext>,
+    range: std::ops::Range<usize>,
+}
+
+/// Address ranges page-locked now (few: one per streamed point set).
+static PAGE_LOCKED: Mutex<Vec<std::ops::Range<usize>>> = Mutex::new(Vec::new());
+
+/// Whether all of `bytes` lies in one page-locked range.
+fn is_page_locked(bytes: &[u8]) -> bool {
+    let range = bytes.as_ptr_range();
+    let (start, end) = (range.start as usize, range.end as usize);
+    PAGE_LOCKED
+        .lock()
+        .is_ok_and(|locked| locked.iter().any(|r| r.start <= start && end <= r.end))
+}
+
+impl Drop for PageLocked {
+    fn drop(&mut self) {
+        if let Ok(mut locked) = PAGE_LOCKED.lock() {
+            locked.retain(|r| *r != self.range);
+        }
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: the range was registered by `page_lock` and is unregistered once, before
+            // its memory is freed; no copy from it is in flight (its owner is being dropped).
+            let _ = unsafe { dsys::cuMemHostUnregister(self.range.start as *mut std::ffi::c_void) };
+        }
+    }
+}
+
+impl Gpu {
+    /// Page-locks `data` for copies to every GPU (cuMemHostRegister, portable); `None` where
+    /// it is page-locked already. The caller keeps the guard for as long as `data` lives.
+    pub fn page_lock<T: Copy>(&self, data: &[T]) -> Result<Option<PageLocked>> {
+        let bytes = std::mem::size_of_val(data);
+        if bytes == 0 {
+            return Ok(None);
+        }
+        // SAFETY: the byte view covers exactly `data`.
+        let view = unsafe { std::slice::from_raw_parts(data.as_ptr() as *const u8, bytes) };
+        if is_page_locked(view) {
+            return Ok(None);
+        }
+        self.bind()?;
+        let start = data.as_ptr() as usize;
+        // SAFETY: `data` is live host memory of `bytes` bytes; the guard unregisters it.
+        unsafe {
+            dsys::cuMemHostRegister_v2(
+                start as *mut std::ffi::c_void,
+                bytes,
+                dsys::CU_MEMHOSTREGISTER_PORTABLE,
+            )
+        }
+        .result()
+        .with_context(|| format!("cannot page-lock {bytes} bytes of host memory for {}", self.info))?;
+        let range = start..start + bytes;
+        PAGE_LOCKED
+            .lock()
+            .map_err(|_| anyhow!("the page-locked ranges are poisoned"))?
+            .push(range.clone());
+        Ok(Some(PageLocked {
+            ctx: self.ctx.clone(),
+            range,
+        }))
+    }
+}
+
 // SAFETY: the pinned buffers and events are only used under the Mutex that holds them.
 unsafe impl Send for Staging {}
 
@@ -127,7 +258,7 @@ impl Drop for Staging {
 impl Gpu {
     /// Bytes of device memory c2q holds on this GPU now.
     pub fn allocated(&self) -> u64 {
-        self.memory.allocated.load(Ordering::Relaxed)
+        self.memory.pool.allocated.load(Ordering::Relaxed)
     }
 
     /// The most device memory c2q has held on this GPU since the last `reset_peak`.
@@ -169,22 +300,75 @@ impl Gpu {
         })
     }
 
-    /// Allocate `len` elements of `T` (uninitialised).
+    /// Opens a scope in which dropped device buffers are kept for reuse (`KeepFreed`).
+    pub fn keep_freed(&self) -> KeepFreed<'_> {
+        self.memory.pool.keeping.fetch_add(1, Ordering::AcqRel);
+        KeepFreed { gpu: self }
+    }
+
+    /// Frees the kept blocks (each free waits for the GPU's work); returns how many bytes.
+    fn release_kept(&self) -> usize {
+        let blocks = match self.memory.pool.kept.lock() {
+            Ok(mut kept) => std::mem::take(&mut *kept),
+            Err(_) => return 0,
+        };
+        let mut bytes = 0;
+        if !blocks.is_empty() && self.bind().is_ok() {
+            for b in blocks {
+                // SAFETY: each block came from cuMemAlloc, is owned by no DevBuf, and is freed
+                // once. cuMemFree waits for the work still using it.
+                let _ = unsafe { dres::free_sync(b.ptr) };
+                self.memory
+                    .pool
+                    .allocated
+                    .fetch_sub(b.bytes as u64, Ordering::Relaxed);
+                bytes += b.bytes;
+            }
+        }
+        bytes
+    }
+
+    /// Allocate `len` elements of `T` (uninitialised): a kept block inside a `KeepFreed`
+    /// scope, else a new one; where that finds no room, the kept blocks are freed first.
     pub fn alloc<T: Copy>(&self, len: usize) -> Result<DevBuf<T>> {
         self.bind()?;
         let bytes = len.max(1) * std::mem::size_of::<T>();
+        let pool = &self.memory.pool;
+        if pool.keeping.load(Ordering::Acquire) > 0 {
+            if let Some(block) = pool.take(bytes) {
+                return Ok(self.buf_at(block, len));
+            }
+        }
+        match self.alloc_block(bytes) {
+            Err(e) if e.is::<OutOfDeviceMemory>() && self.release_kept() > 0 => {
+                self.alloc_block(bytes).map(|b| self.buf_at(b, len))
+            }
+            result => result.map(|b| self.buf_at(b, len)),
+        }
+    }
+
+    /// `block` as a buffer of `len` elements.
+    fn buf_at<T: Copy>(&self, block: Block, len: usize) -> DevBuf<T> {
+        DevBuf {
+            ptr: block.ptr,
+            len,
+            bytes: len.max(1) * std::mem::size_of::<T>(),
+            block: block.bytes,
+            ctx: self.ctx.clone(),
+            pool: self.memory.pool.clone(),
+            _t: PhantomData,
+        }
+    }
+
+    /// A new allocation of `bytes`, counted against the limit.
+    fn alloc_block(&self, bytes: usize) -> Result<Block> {
         // Reserve the bytes first, so that threads allocating at once cannot pass the limit
         // together; given back if the allocation fails.
-        let held = self
-            .memory
-            .allocated
-            .fetch_add(bytes as u64, Ordering::Relaxed)
-            + bytes as u64;
+        let allocated = &self.memory.pool.allocated;
+        let held = allocated.fetch_add(bytes as u64, Ordering::Relaxed) + bytes as u64;
         if let Some(limit) = self.memory_limit() {
             if held as usize > limit {
-                self.memory
-                    .allocated
-                    .fetch_sub(bytes as u64, Ordering::Relaxed);
+                allocated.fetch_sub(bytes as u64, Ordering::Relaxed);
                 return Err(OutOfDeviceMemory {
                     device: self.info.ordinal,
                     requested: bytes,
@@ -197,21 +381,12 @@ impl Gpu {
         // SAFETY: plain cuMemAlloc; the pointer is owned by the returned DevBuf.
         let result = unsafe { dres::malloc_sync(bytes) };
         if result.is_err() {
-            self.memory
-                .allocated
-                .fetch_sub(bytes as u64, Ordering::Relaxed);
+            allocated.fetch_sub(bytes as u64, Ordering::Relaxed);
         }
         match result {
             Ok(ptr) => {
                 self.memory.peak.fetch_max(held, Ordering::Relaxed);
-                Ok(DevBuf {
-                    ptr,
-                    len,
-                    bytes,
-                    ctx: self.ctx.clone(),
-                    allocated: self.memory.allocated.clone(),
-                    _t: PhantomData,
-                })
+                Ok(Block { ptr, bytes })
             }
             Err(e) if e.0 == dsys::cudaError_enum::CUDA_ERROR_OUT_OF_MEMORY => {
                 let (free, total) = dres::mem_get_info().unwrap_or((0, 0));
@@ -278,7 +453,8 @@ impl Gpu {
         let bytes = unsafe {
             std::slice::from_raw_parts(src.as_ptr() as *const u8, std::mem::size_of_val(src))
         };
-        if bytes.len() >= 4 * STAGING_BYTES {
+        // Page-locked memory goes by DMA straight from where it is.
+        if bytes.len() >= 4 * STAGING_BYTES && !is_page_locked(bytes) {
             return self.upload_staged(lane, dst, bytes);
         }
         let stream = self.lane(lane);
@@ -488,9 +664,12 @@ impl Gpu {
 pub struct DevBuf<T> {
     ptr: dsys::CUdeviceptr,
     len: usize,
+    /// `len` elements' bytes.
     bytes: usize,
+    /// The allocation's bytes, as counted: more than `bytes` for a kept block reused.
+    block: usize,
     ctx: Arc<CudaContext>,
-    allocated: Arc<AtomicU64>,
+    pool: Arc<Pool>,
     _t: PhantomData<T>,
 }
 
@@ -549,15 +728,27 @@ impl<T> Copy for DevPtr<T> {}
 
 impl<T> Drop for DevBuf<T> {
     fn drop(&mut self) {
+        let block = Block {
+            ptr: self.ptr,
+            bytes: self.block,
+        };
+        // Inside a `KeepFreed` scope the block stays allocated (and counted) for reuse.
+        if self.pool.keeping.load(Ordering::Acquire) > 0 {
+            if let Ok(mut kept) = self.pool.kept.lock() {
+                kept.push(block);
+                return;
+            }
+        }
         // Freeing needs the context current; errors here cannot be returned, and a failed free
         // only leaks device memory that context teardown reclaims.
         if self.ctx.bind_to_thread().is_ok() {
-            // SAFETY: `ptr` came from cuMemAlloc and is freed once. cuMemFree synchronises
-            // with work still using it.
-            let _ = unsafe { dres::free_sync(self.ptr) };
+            // SAFETY: `ptr` came from cuMemAlloc and is freed once. cuMemFree waits for all
+            // work on the GPU, this buffer's included.
+            let _ = unsafe { dres::free_sync(block.ptr) };
         }
-        self.allocated
-            .fetch_sub(self.bytes as u64, Ordering::Relaxed);
+        self.pool
+            .allocated
+            .fetch_sub(block.bytes as u64, Ordering::Relaxed);
     }
 }
 

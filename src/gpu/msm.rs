@@ -370,8 +370,9 @@ fn reduce_groups<G: DeviceGroup>(
         src = dst;
         len = per_group;
     }
-    // The temporaries are freed on return: wait for the kernels that use them.
-    gpu.sync()
+    // The temporaries are freed on return: wait for the kernels that use them, on the main
+    // lane alone (a wait for every lane would wait for a streamed MSM's next piece copying).
+    gpu.sync_lane(Lane::Main)
 }
 
 /// Downloads `n` XYZZ points as blstrs points.
@@ -752,10 +753,13 @@ fn streamed_bytes_per_term(g2: bool) -> usize {
     2 * (AFFINE_LIMBS * 4 + if g2 { G2_AFFINE_LIMBS * 4 } else { 0 })
 }
 
-/// Device bytes a streamed MSM with pieces of `piece` terms needs besides its scalars.
+/// Device bytes a streamed MSM with pieces of `piece` terms needs besides its scalars. Its
+/// scratch is kept from piece to piece (`Gpu::keep_freed`), so the compacted scalars and the
+/// ones' indices, freed before the buckets are made, still count while they are.
 pub fn streamed_bytes(piece: usize, g2: bool) -> usize {
     piece * streamed_bytes_per_term(g2)
         + scratch_bytes(piece)
+        + piece * (4 + FR_LIMBS * 4)
         + if g2 { g2_scratch_bytes(piece) } else { 0 }
 }
 
@@ -879,6 +883,9 @@ pub fn msm_streamed(
         }
         Ok(())
     };
+    // Each piece's scratch is made of the blocks the piece before gave back: a free would wait
+    // for the next piece's copy, and the sums would not overlap the copies at all.
+    let _kept = gpu.keep_freed();
     if start == n {
         resident_sums(&mut sums)?;
         return Ok((sums, streaming));

@@ -334,6 +334,7 @@ mod tests {
         // Few distinct points: equal points meet in one lane, and must be doubled.
         let points: Vec<G2Affine> = (0..n).map(|i| base[(i * 7) % 97]).collect();
         let srs = Srs {
+            pins: Default::default(),
             key: "b".into(),
             vk: crate::groth16::VerifyingKey {
                 alpha_g1: G1Affine::generator(),

@@ -239,6 +239,7 @@ pub fn generate<C: Circuit<Fr>>(
         ic: ext_points[..cs.inputs].to_vec(),
     };
     Ok(Srs {
+        pins: Default::default(),
         key: SrsKey::new(id),
         vk,
         h,
