@@ -351,6 +351,7 @@ fn bench_partition(
     for run in 0..2u64 {
         let seed = 16 * run;
         let evals = Evaluations {
+            pins: Default::default(),
             a: porep_host(constraints, seed + 1, 3),
             b: porep_host(constraints, seed + 2, 3),
             c: porep_host(constraints, seed + 3, 3),
@@ -475,6 +476,7 @@ fn bench_partition_streamed(
         b_g2: Vec::new(),
     };
     let evals = Evaluations {
+        pins: Default::default(),
         a: porep_host(constraints, 25, 3),
         b: porep_host(constraints, 26, 3),
         c: porep_host(constraints, 27, 3),

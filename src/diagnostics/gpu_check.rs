@@ -172,6 +172,7 @@ fn h_coefficients(gpu: &Gpu, ntt: &mut Ntt, max_log: u32, rng: &mut ChaCha8Rng) 
         (1 << max_log) - 3,
     ] {
         let evals = Evaluations {
+            pins: Default::default(),
             a: porep_scalars(rng, n),
             b: porep_scalars(rng, n),
             c: random_scalars(rng, n),
@@ -504,6 +505,7 @@ fn proving_start(backend: &CudaBackend, device: usize, rng: &mut ChaCha8Rng) -> 
             b_aux_density: Density::full(aux),
         };
         let evals = Evaluations {
+            pins: Default::default(),
             a: porep_scalars(rng, constraints),
             b: porep_scalars(rng, constraints),
             c: random_scalars(rng, constraints),

@@ -777,7 +777,7 @@ fn h_coefficients_two_at_a_time(
     domain: usize,
 ) -> Result<DevBuf<u32>> {
     let log_n = domain.trailing_zeros();
-    let Evaluations { a, b, c } = evals;
+    let Evaluations { pins, a, b, c } = evals;
     let da = upload_scalars_padded(gpu, Lane::Main, &a, domain)?;
     ntt.coset_evaluations(gpu, &da, log_n)?;
     let db = upload_scalars_padded(gpu, Lane::Copy, &b, domain)?;
@@ -803,7 +803,11 @@ fn h_coefficients_two_at_a_time(
         db
     };
     gpu.wait_for(Lane::Main, Lane::Copy)?;
-    std::thread::spawn(move || drop((a, b, c)));
+    // Unlocked, then freed, off the GPU's path (both take a good part of a second).
+    std::thread::spawn(move || {
+        drop(pins);
+        drop((a, b, c))
+    });
     ntt.c_coefficients(gpu, &dc, log_n)?;
     ntt.h_from_coset_product(gpu, &da, &dc, log_n)?;
     gpu.sync_lane(Lane::Main)?;
@@ -971,7 +975,9 @@ fn page_lock_streamed(gpu: &Gpu, srs: &Srs, sets: &PointSets, told: &mut Option<
     };
     match lock_all() {
         Ok(0) => {}
-        Ok(bytes) => tracing::info!(srs = %srs.key, bytes, ms = t.elapsed().as_millis() as u64, gpu = %gpu.info, "streamed points page-locked in host memory: copied by DMA straight from there"),
+        Ok(bytes) => {
+            tracing::info!(srs = %srs.key, bytes, ms = t.elapsed().as_millis() as u64, gpu = %gpu.info, "streamed points page-locked in host memory: copied by DMA straight from there")
+        }
         Err(e) if told.as_ref() != Some(&srs.key) => {
             *told = Some(srs.key.clone());
             tracing::warn!(srs = %srs.key, gpu = %gpu.info, error = format!("{e:#}"), "streamed points could not be page-locked: they are copied through the staging buffers, at the cost of CPU time");
@@ -1288,7 +1294,7 @@ fn h_from_host(
     let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
     let domain = evals.constraints().max(1).next_power_of_two();
     let log_n = domain.trailing_zeros();
-    let Evaluations { a, b, c } = evals;
+    let Evaluations { pins, a, b, c } = evals;
     let t = Instant::now();
     let da = upload_scalars_padded(gpu, Lane::Main, &a, domain)?;
     phases.upload_a_ms = ms(t);
@@ -1310,7 +1316,8 @@ fn h_from_host(
     phases.h_wait_ms = ms(tw);
     drop((db, dc));
     phases.h_ms = ms(t);
-    let host_abc = [a, b, c];
+    // The page-locking goes first, before the memory it locks.
+    let host_abc = (pins, [a, b, c]);
 
     let (h, queries) = std::thread::scope(|scope| {
         let copier = scope.spawn(move || -> Result<([DevBuf<u32>; 3], f64, f64)> {
@@ -1594,6 +1601,28 @@ impl Backend for CudaBackend {
         let mut st = self.state()?;
         self.start_from_constraints_locked(&mut st, srs, r1cs, witness)
             .with_context(|| format!("proving start on {}", self.gpu.info))
+    }
+
+    fn prepare_evaluations(&self, evals: &Evaluations) {
+        let t = Instant::now();
+        let mut bytes = 0;
+        let mut lock = || -> Result<()> {
+            for v in [&evals.a, &evals.b, &evals.c] {
+                if let Some(locked) = self.gpu.page_lock(v)? {
+                    evals.pins.hold(Box::new(locked));
+                    bytes += std::mem::size_of_val(&v[..]);
+                }
+            }
+            Ok(())
+        };
+        match lock() {
+            Ok(()) => {
+                tracing::debug!(gpu = %self.gpu.info, bytes, ms = t.elapsed().as_millis() as u64, "evaluations page-locked")
+            }
+            Err(e) => {
+                tracing::warn!(gpu = %self.gpu.info, error = format!("{e:#}"), "evaluations could not be page-locked: they are copied through the staging buffers, at the cost of CPU time")
+            }
+        }
     }
 
     fn start(&self, srs: &Srs, evals: Evaluations, witness: &Witness) -> Result<Multiexps> {

@@ -207,7 +207,12 @@ impl Gpu {
             )
         }
         .result()
-        .with_context(|| format!("cannot page-lock {bytes} bytes of host memory for {}", self.info))?;
+        .with_context(|| {
+            format!(
+                "cannot page-lock {bytes} bytes of host memory for {}",
+                self.info
+            )
+        })?;
         let range = start..start + bytes;
         PAGE_LOCKED
             .lock()

@@ -910,10 +910,14 @@ pub fn msm_streamed(
         }
         Ok((bytes, t.elapsed().as_secs_f64() * 1e3))
     };
+    let began = std::time::Instant::now();
+    // Time spent in the sums, resident terms and pieces together (for the debug line below).
+    let mut sums_ms = 0.0;
     std::thread::scope(|scope| -> Result<()> {
         // The first piece goes over while the resident terms are summed (if any).
         let first = scope.spawn(move || copy(0));
         let summed = resident_sums(&mut sums);
+        sums_ms += began.elapsed().as_secs_f64() * 1e3;
         let t = std::time::Instant::now();
         let copied = first
             .join()
@@ -937,7 +941,9 @@ pub fn msm_streamed(
                 g2: buf.g2.as_ref().map(DevBuf::ptr),
                 scalars: scalars.at(r.start * FR_LIMBS),
             };
+            let t = std::time::Instant::now();
             let part = shared_sums(gpu, operands, r.len());
+            sums_ms += t.elapsed().as_secs_f64() * 1e3;
             let summed = std::time::Instant::now();
             let copied = next.map(|h| {
                 h.join()
@@ -956,6 +962,18 @@ pub fn msm_streamed(
         }
         Ok(())
     })?;
+    tracing::debug!(
+        terms = n,
+        resident = start,
+        piece,
+        pieces,
+        g2 = with_g2,
+        ms = began.elapsed().as_secs_f64() * 1e3,
+        sums_ms,
+        copy_ms = streaming.copy_ms,
+        waited_ms = streaming.waited_ms,
+        "streamed MSM"
+    );
     Ok((sums, streaming))
 }
 

@@ -2,6 +2,7 @@
 //! the evaluations of the A, B and C linear combinations at each constraint (what the prover
 //! needs) and nothing else. The linear combinations themselves are evaluated and dropped.
 
+use super::pins::Pins;
 use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 use blstrs::Scalar as Fr;
 use ff::Field;
@@ -158,6 +159,9 @@ fn count_present(d: &Density, n: usize) -> usize {
 /// A, B and C evaluated at every constraint, the input constraints `x * 0 = 0` included.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Evaluations {
+    /// Page-locking of a, b and c for a GPU's copies (`Backend::prepare_evaluations`), let go
+    /// of before them. Not part of the values: a clone has none, and equality ignores them.
+    pub pins: Pins,
     pub a: Vec<Fr>,
     pub b: Vec<Fr>,
     pub c: Vec<Fr>,
@@ -200,6 +204,7 @@ pub fn synthesize<C: Circuit<Fr>>(circuit: C) -> Result<Assignment, SynthesisErr
             b_aux_density: cs.b_aux_density,
         },
         evals: Evaluations {
+            pins: Default::default(),
             a: cs.a,
             b: cs.b,
             c: cs.c,

@@ -11,6 +11,7 @@ pub mod cpu;
 pub mod curve;
 pub mod msm;
 pub mod ntt;
+pub mod pins;
 pub mod prover;
 pub mod r1cs;
 pub mod select;

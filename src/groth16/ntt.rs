@@ -184,10 +184,13 @@ pub fn h_coefficients(evals: Evaluations) -> Result<Vec<Fr>> {
     let domain = Domain::for_len(evals.constraints())?;
     let n = domain.size();
     let Evaluations {
+        pins,
         mut a,
         mut b,
         mut c,
     } = evals;
+    // Unlocked before the vectors are resized (and perhaps moved).
+    drop(pins);
     for v in [&mut a, &mut b] {
         v.resize(n, Fr::ZERO);
         to_coset(v, &domain);
@@ -264,6 +267,7 @@ mod tests {
         let domain = Domain::for_len(evals.constraints()).unwrap();
         let n = domain.size();
         let Evaluations {
+            pins: _,
             mut a,
             mut b,
             mut c,

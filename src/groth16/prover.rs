@@ -49,6 +49,15 @@ pub trait Backend: Send + Sync {
 
     fn start(&self, srs: &Srs, evals: Evaluations, witness: &Witness) -> Result<Multiexps>;
 
+    /// Readies evaluations made on the CPU for this backend's `start`, off its path (the
+    /// pipeline's products stage calls it as soon as they are made): a GPU page-locks them
+    /// (`Evaluations::pins`), so that their copies go by DMA straight from them rather than
+    /// through the CPU's cores, which the other stages keep busy. Failing costs only speed:
+    /// the backend logs it.
+    fn prepare_evaluations(&self, evals: &Evaluations) {
+        let _ = evals;
+    }
+
     /// Whether this backend can make the A, B, C evaluations itself from recorded constraints
     /// (`start_from_constraints`), so that the pipeline need not make them on the CPU.
     fn products_on_device(&self) -> bool {

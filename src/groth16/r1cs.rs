@@ -312,6 +312,7 @@ impl R1cs {
             out
         };
         Evaluations {
+            pins: Default::default(),
             a: product(&self.a),
             b: product(&self.b),
             c: product(&self.c),

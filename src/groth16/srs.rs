@@ -4,6 +4,7 @@
 //! verifying key (α₁, β₁, β₂, γ₂, δ₁, δ₂, IC count, IC points), then the H, L, A, B₁ (G1) and
 //! B₂ (G2) point sets, each preceded by its count.
 
+use super::pins::Pins;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -48,26 +49,10 @@ impl std::fmt::Display for SrsKey {
     }
 }
 
-/// What must be let go of before an SRS's points are freed: the page-locking that lets GPUs
-/// copy streamed points straight from host memory (`gpu::memory::PageLocked`), held as `Any`
-/// so that the parameters need not know the GPU's types.
-#[derive(Default)]
-pub struct Pins(std::sync::Mutex<Vec<Box<dyn std::any::Any + Send + Sync>>>);
-
-impl Pins {
-    /// Keeps `pin` until the SRS is dropped.
-    pub fn hold(&self, pin: Box<dyn std::any::Any + Send + Sync>) {
-        // A poisoned lock still holds its vector: keep the pin either way.
-        match self.0.lock() {
-            Ok(mut pins) => pins.push(pin),
-            Err(poisoned) => poisoned.into_inner().push(pin),
-        }
-    }
-}
-
 /// One circuit's proving parameters, decoded into memory.
 pub struct Srs {
-    /// Dropped first (fields drop in order), before the points it refers to.
+    /// Page-locking of the points for GPU copies: dropped first (fields drop in order), before
+    /// the points it refers to.
     pub pins: Pins,
     /// Which parameters these are.
     pub key: SrsKey,

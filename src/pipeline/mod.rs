@@ -174,6 +174,7 @@ impl Pipeline {
         // Backends that make A, B, C on the device get the bare witness.
         let place = Arc::new(stages::ProductsPlace::new(
             backends.iter().all(|b| b.products_on_device()),
+            backends[0].clone(),
         ));
         for i in 0..backends.len() {
             let (rx, tx, to_assemble) =

@@ -218,13 +218,17 @@ pub(super) fn intake(jobs: Receiver<Submission>, to_synth: Sender<SynthItem>) {
 pub(super) struct ProductsPlace {
     on_device: bool,
     declined: Mutex<std::collections::HashSet<String>>,
+    /// Readies evaluations made here for the starts (`Backend::prepare_evaluations`): a GPU's
+    /// page-locking serves every GPU.
+    readies: Arc<dyn Backend>,
 }
 
 impl ProductsPlace {
-    pub(super) fn new(on_device: bool) -> ProductsPlace {
+    pub(super) fn new(on_device: bool, readies: Arc<dyn Backend>) -> ProductsPlace {
         ProductsPlace {
             on_device,
             declined: Mutex::new(Default::default()),
+            readies,
         }
     }
 
@@ -348,7 +352,9 @@ fn prepare(
         if on_device {
             Ok(Prepared::Packed(witness.packed()))
         } else {
-            Ok(Prepared::Assignment(r1cs.assignment(&witness)?))
+            let assignment = r1cs.assignment(&witness)?;
+            place.readies.prepare_evaluations(&assignment.evals);
+            Ok(Prepared::Assignment(assignment))
         }
     });
     drop(witness);
