@@ -434,6 +434,8 @@ fn bench_pipeline(args: BenchPipelineArgs) -> Result<()> {
             budget_bytes,
             ..c2q::config::GateConfig::default()
         },
+        // What each CUDA backend reports (`Backend::pinned_host_bytes`), before they are opened
+        // (once per cap).
         if cpu {
             0
         } else {

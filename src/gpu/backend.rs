@@ -1588,6 +1588,13 @@ impl Backend for CudaBackend {
         format!("cuda:{}", self.gpu.info.ordinal)
     }
 
+    /// The staging buffers of large uploads (128 MiB), held once the GPU has uploaded anything
+    /// large. Page-locked points and evaluations are not counted here: they are the parameters'
+    /// and the partitions' own memory, which the gate counts already.
+    fn pinned_host_bytes(&self) -> u64 {
+        super::memory::PINNED_STAGING_BYTES as u64
+    }
+
     fn products_on_device(&self) -> bool {
         true
     }
