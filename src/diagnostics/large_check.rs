@@ -398,6 +398,7 @@ mod tests {
         let b: Vec<Fr> = (0..m).map(|_| Fr::random(&mut rng)).collect();
         let c: Vec<Fr> = a.iter().zip(&b).map(|(x, y)| *x * y).collect();
         let mut h = cpu_ntt::h_coefficients(Evaluations {
+            pins: Default::default(),
             a: a.clone(),
             b: b.clone(),
             c: c.clone(),

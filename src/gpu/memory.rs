@@ -760,3 +760,58 @@ impl<T> Drop for DevBuf<T> {
 // SAFETY: a device pointer is an address in the GPU's space; access goes through the context.
 unsafe impl<T> Send for DevBuf<T> {}
 unsafe impl<T> Sync for DevBuf<T> {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool_of(sizes: &[usize]) -> Pool {
+        Pool {
+            allocated: AtomicU64::new(sizes.iter().sum::<usize>() as u64),
+            keeping: AtomicUsize::new(1),
+            kept: Mutex::new(
+                sizes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &bytes)| Block {
+                        ptr: 0x1000 * (i as u64 + 1),
+                        bytes,
+                    })
+                    .collect(),
+            ),
+        }
+    }
+
+    /// A kept block serves a request of at least half its size, the smallest that fits first,
+    /// so that the next piece's scratch reuses the last piece's whatever its exact sizes.
+    #[test]
+    fn a_kept_block_serves_the_closest_request() {
+        let pool = pool_of(&[1000, 4000, 2500, 600]);
+        assert_eq!(pool.take(2200).map(|b| b.bytes), Some(2500));
+        // 4000 is more than twice 1500 and 2500 is gone: none fits.
+        assert_eq!(pool.take(1500).map(|b| b.bytes), None);
+        assert_eq!(pool.take(2100).map(|b| b.bytes), Some(4000));
+        assert_eq!(pool.take(600).map(|b| b.bytes), Some(600));
+        assert_eq!(pool.take(600).map(|b| b.bytes), Some(1000));
+        assert!(pool.take(1).is_none());
+    }
+
+    #[test]
+    fn page_locked_ranges_cover_whole_uploads_only() {
+        let data = vec![7u8; 4096];
+        let (start, len) = (data.as_ptr() as usize, data.len());
+        PAGE_LOCKED
+            .lock()
+            .expect("page-locked ranges")
+            .push(start..start + len);
+        assert!(is_page_locked(&data));
+        assert!(is_page_locked(&data[100..200]));
+        let other = vec![7u8; 16];
+        assert!(!is_page_locked(&other));
+        PAGE_LOCKED
+            .lock()
+            .expect("page-locked ranges")
+            .retain(|r| r.start != start);
+        assert!(!is_page_locked(&data));
+    }
+}

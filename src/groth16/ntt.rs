@@ -294,6 +294,7 @@ mod tests {
         for len in [1usize, 2, 3, 100, 1 << 10, (1 << 12) + 5] {
             let mut random = |k: usize| (0..k).map(|_| Fr::random(&mut rng)).collect::<Vec<_>>();
             let evals = Evaluations {
+                pins: Default::default(),
                 a: random(len),
                 b: random(len),
                 c: random(len),

@@ -42,3 +42,45 @@ impl PartialEq for Pins {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// Records its name when dropped.
+    struct Probe(Arc<Mutex<Vec<&'static str>>>, &'static str);
+
+    impl Drop for Probe {
+        fn drop(&mut self) {
+            self.0.lock().expect("drop log").push(self.1);
+        }
+    }
+
+    /// An owner that declares its pins first, as `Srs` and `Evaluations` do.
+    struct Owner {
+        pins: Pins,
+        _values: Probe,
+    }
+
+    #[test]
+    fn pins_go_before_the_values_they_lock() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let owner = Owner {
+            pins: Pins::default(),
+            _values: Probe(log.clone(), "values"),
+        };
+        owner.pins.hold(Box::new(Probe(log.clone(), "pin")));
+        drop(owner);
+        assert_eq!(*log.lock().expect("drop log"), ["pin", "values"]);
+    }
+
+    #[test]
+    fn a_clone_holds_no_pins_and_pins_do_not_change_equality() {
+        let pins = Pins::default();
+        pins.hold(Box::new(1u8));
+        assert_eq!(format!("{pins:?}"), "Pins(1)");
+        assert_eq!(format!("{:?}", pins.clone()), "Pins(0)");
+        assert_eq!(pins, Pins::default());
+    }
+}
