@@ -5,19 +5,19 @@
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use blstrs::{G1Affine, G1Projective, G2Projective};
+use blstrs::{G1Projective, G2Projective};
 use group::{prime::PrimeCurveAffine, Curve};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use super::inputs::{gen_points, gen_scalars, porep_host};
+use super::inputs::{gen_points, gen_scalars, porep_host, GenGroup};
 use super::report::print_devices;
 use crate::gpu::backend::{
     start_peak_bytes, start_resident, CudaBackend, PointSets, Points, StartInput, StartPhases,
     StreamedPhases,
 };
 use crate::gpu::device::Gpu;
-use crate::gpu::limbs::{affine_as_limbs_mut, FR_LIMBS};
+use crate::gpu::limbs::{points_as_limbs_mut, FR_LIMBS};
 use crate::gpu::memory::HostToDevice;
 use crate::gpu::msm::{msm, msm_shared};
 use crate::gpu::ntt::Ntt;
@@ -436,6 +436,14 @@ pub struct StreamedTiming {
 /// As `bench_partition`, but with the points in host memory (made on the GPU and brought
 /// back) and a backend allowed `limit` bytes of device memory, so that they do not fit and
 /// every MSM streams them: what a GPU too small for a circuit's points pays per partition.
+/// n distinct points made on the GPU (`gen_points`), brought to host memory.
+fn host_points<G: GenGroup>(gpu: &Gpu, n: usize, rng: &mut ChaCha8Rng) -> Result<Vec<G::Affine>> {
+    let (d, _) = gen_points::<G>(gpu, n, rng)?;
+    let mut v = vec![G::Affine::identity(); n];
+    gpu.download(&d, 0, points_as_limbs_mut(&mut v))?;
+    Ok(v)
+}
+
 fn bench_partition_streamed(
     gpu: &Gpu,
     device: usize,
@@ -459,21 +467,17 @@ fn bench_partition_streamed(
         witness.b_query_len(),
     ];
     eprintln!("streamed partition: {constraints} constraints, points to host memory …");
-    let mut host_points = |n: usize| -> Result<Vec<G1Affine>> {
-        let (d, _) = gen_points::<G1Projective>(gpu, n, rng)?;
-        let mut v = vec![G1Affine::identity(); n];
-        gpu.download(&d, 0, affine_as_limbs_mut(&mut v))?;
-        Ok(v)
-    };
+    // The B query's G2 points too, as a worker's parameters have them: the start streams them
+    // beside its G1 points.
     let srs = Srs {
         pins: Default::default(),
         key: "bench streamed partition".into(),
         vk: crate::canary::srs()?.vk.clone(),
-        h: host_points(lens[0])?,
-        l: host_points(lens[1])?,
-        a: host_points(lens[2])?,
-        b_g1: host_points(lens[3])?,
-        b_g2: Vec::new(),
+        h: host_points::<G1Projective>(gpu, lens[0], rng)?,
+        l: host_points::<G1Projective>(gpu, lens[1], rng)?,
+        a: host_points::<G1Projective>(gpu, lens[2], rng)?,
+        b_g1: host_points::<G1Projective>(gpu, lens[3], rng)?,
+        b_g2: host_points::<G2Projective>(gpu, lens[3], rng)?,
     };
     let evals = Evaluations {
         pins: Default::default(),

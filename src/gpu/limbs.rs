@@ -81,8 +81,13 @@ pub fn points_as_limbs<P: DeviceAffine>(p: &[P]) -> &[u32] {
 
 /// Affine points as writable limbs, for downloads of points the kernels made.
 pub fn affine_as_limbs_mut(p: &mut [G1Affine]) -> &mut [u32] {
-    // SAFETY: as in `affine_as_limbs`; the kernels only write points on the curve (or zero).
-    unsafe { std::slice::from_raw_parts_mut(p.as_mut_ptr() as *mut u32, p.len() * AFFINE_LIMBS) }
+    points_as_limbs_mut(p)
+}
+
+/// G1 or G2 affine points as writable limbs, for downloads of points the kernels made.
+pub fn points_as_limbs_mut<P: DeviceAffine>(p: &mut [P]) -> &mut [u32] {
+    // SAFETY: as in `points_as_limbs`; the kernels only write points on the curve (or zero).
+    unsafe { std::slice::from_raw_parts_mut(p.as_mut_ptr() as *mut u32, p.len() * P::LIMBS) }
 }
 
 pub fn scalar_from_limbs(l: &[u32]) -> Scalar {
