@@ -250,6 +250,12 @@ pub struct CudaBackend {
     state: Mutex<State>,
 }
 
+impl Drop for CudaBackend {
+    fn drop(&mut self) {
+        super::kept_evaluations::gpu_closed();
+    }
+}
+
 fn set_lens(srs: &Srs) -> [usize; 4] {
     [srs.h.len(), srs.l.len(), srs.a.len(), srs.b_g1.len()]
 }
@@ -302,6 +308,7 @@ impl CudaBackend {
         super::limbs::layout_self_check()?;
         let gpu = Gpu::open(device)?;
         gpu.set_memory_limit(memory_limit);
+        super::kept_evaluations::gpu_opened();
         Ok(CudaBackend {
             gpu,
             state: Mutex::new(State {
@@ -803,11 +810,9 @@ fn h_coefficients_two_at_a_time(
         db
     };
     gpu.wait_for(Lane::Main, Lane::Copy)?;
-    // Unlocked, then freed, off the GPU's path (both take a good part of a second).
-    std::thread::spawn(move || {
-        drop(pins);
-        drop((a, b, c))
-    });
+    // Their values are on the device: kept locked for the next partition's products, or let
+    // go of off the GPU's path (unlocking and freeing take a good part of a second).
+    super::kept_evaluations::give_back(Evaluations { pins, a, b, c });
     ntt.c_coefficients(gpu, &dc, log_n)?;
     ntt.h_from_coset_product(gpu, &da, &dc, log_n)?;
     gpu.sync_lane(Lane::Main)?;
@@ -1316,8 +1321,7 @@ fn h_from_host(
     phases.h_wait_ms = ms(tw);
     drop((db, dc));
     phases.h_ms = ms(t);
-    // The page-locking goes first, before the memory it locks.
-    let host_abc = (pins, [a, b, c]);
+    let host_abc = Evaluations { pins, a, b, c };
 
     let (h, queries) = std::thread::scope(|scope| {
         let copier = scope.spawn(move || -> Result<([DevBuf<u32>; 3], f64, f64)> {
@@ -1343,12 +1347,18 @@ fn h_from_host(
                 )?,
             ];
             let copy_ms = ms(t);
-            // The copies are over: a, b and c go back to the system now, while the GPU is busy
-            // with the MSM. Freeing gigabytes takes a good part of a second and holds up the
-            // process's memory mappings (and so the CUDA driver's allocations): during copies
-            // it made them up to 3× slower, and before the next MSM it delayed that by 0.35 s.
+            // The copies are over: a, b and c are kept for the next partition's products where
+            // they are page-locked (`kept_evaluations`), else go back to the system now, while
+            // the GPU is busy with the MSM. Freeing gigabytes takes a good part of a second and
+            // holds up the process's memory mappings (and so the CUDA driver's allocations):
+            // during copies it made them up to 3× slower, and before the next MSM it delayed
+            // that by 0.35 s.
             let t = Instant::now();
-            drop(host_abc);
+            if host_abc.pins.is_empty() {
+                drop(host_abc);
+            } else {
+                super::kept_evaluations::give_back(host_abc);
+            }
             Ok((bufs, copy_ms, ms(t)))
         });
         let t = Instant::now();
@@ -1608,6 +1618,14 @@ impl Backend for CudaBackend {
         let mut st = self.state()?;
         self.start_from_constraints_locked(&mut st, srs, r1cs, witness)
             .with_context(|| format!("proving start on {}", self.gpu.info))
+    }
+
+    fn reusable_evaluations(&self, rows: usize) -> Option<Evaluations> {
+        super::kept_evaluations::take(rows)
+    }
+
+    fn idle(&self) {
+        super::kept_evaluations::release_all();
     }
 
     fn prepare_evaluations(&self, evals: &Evaluations) {

@@ -2,7 +2,8 @@
 //! memory, NTT and MSM launchers, SRS residency and its placement by value, and `CudaBackend`
 //! (proving start on a GPU).
 //!
-//! Only `backend` knows the Groth16 types; the launchers (`ntt`, `msm`) take device buffers of
+//! Only `backend` and its pool of CPU-made evaluations (`kept_evaluations`) know the Groth16
+//! types; the launchers (`ntt`, `msm`) take device buffers of
 //! plain limbs. Everything is loaded at run time: on a machine without a GPU, `list_devices`
 //! is empty and `select_backends(Auto, ..)` gives the CPU backend.
 
@@ -10,6 +11,7 @@ pub mod backend;
 pub mod compile;
 pub mod device;
 pub mod discovery;
+mod kept_evaluations;
 pub mod kernels;
 pub mod limbs;
 pub mod memory;

@@ -157,7 +157,7 @@ fn count_present(d: &Density, n: usize) -> usize {
 }
 
 /// A, B and C evaluated at every constraint, the input constraints `x * 0 = 0` included.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Evaluations {
     /// Page-locking of a, b and c for a GPU's copies (`Backend::prepare_evaluations`), let go
     /// of before them. Not part of the values: a clone has none, and equality ignores them.
@@ -170,6 +170,12 @@ pub struct Evaluations {
 impl Evaluations {
     pub fn constraints(&self) -> usize {
         self.a.len()
+    }
+
+    /// Whether a, b and c hold `rows` values each, so that evaluations of a circuit of that
+    /// many rows can be written over them without moving them.
+    pub fn holds_rows(&self, rows: usize) -> bool {
+        [&self.a, &self.b, &self.c].iter().all(|v| v.len() == rows)
     }
 }
 

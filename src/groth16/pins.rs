@@ -22,6 +22,13 @@ impl Pins {
     }
 }
 
+impl Pins {
+    /// Whether nothing is held (the values are not page-locked).
+    pub fn is_empty(&self) -> bool {
+        self.0.lock().map_or(true, |p| p.is_empty())
+    }
+}
+
 impl std::fmt::Debug for Pins {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let held = self.0.lock().map_or(0, |p| p.len());

@@ -58,6 +58,19 @@ pub trait Backend: Send + Sync {
         let _ = evals;
     }
 
+    /// Evaluations of an earlier partition with `rows` rows each, whose values are used up,
+    /// for the products stage to write the next partition's over (`R1cs::assignment_into`):
+    /// a GPU keeps them page-locked, so that they need not be locked again. `None` where there
+    /// are none.
+    fn reusable_evaluations(&self, rows: usize) -> Option<Evaluations> {
+        let _ = rows;
+        None
+    }
+
+    /// Called when this backend's start stage finds no partition waiting: it lets go of what
+    /// it keeps for the next one (reusable evaluations).
+    fn idle(&self) {}
+
     /// Whether this backend can make the A, B, C evaluations itself from recorded constraints
     /// (`start_from_constraints`), so that the pipeline need not make them on the CPU.
     fn products_on_device(&self) -> bool {

@@ -266,15 +266,27 @@ impl R1cs {
     /// The A, B and C evaluations for a witness: `(M·w)_r` for every row `r`.
     pub fn evaluate(&self, input: &[Fr], aux: &[Fr]) -> Result<Evaluations> {
         self.check_witness(input.len(), aux.len())?;
-        Ok(self.products(input, |v| Value::of(&aux[v])))
+        Ok(self.products(input, |v| Value::of(&aux[v]), Evaluations::default()))
     }
 
     /// `evaluate` for aux values kept compact: read in place (`ValueIndex`), never expanded,
     /// which spares the products the random reads of gigabytes of full values.
     pub fn evaluate_packed(&self, input: &[Fr], aux: &CompactValues) -> Result<Evaluations> {
+        self.evaluate_packed_into(input, aux, Evaluations::default())
+    }
+
+    /// `evaluate_packed` into `out`'s vectors: where they hold this circuit's rows already
+    /// (evaluations of an earlier partition, kept page-locked for a GPU), the same memory is
+    /// written again, never moved.
+    pub fn evaluate_packed_into(
+        &self,
+        input: &[Fr],
+        aux: &CompactValues,
+        out: Evaluations,
+    ) -> Result<Evaluations> {
         self.check_witness(input.len(), aux.len())?;
         let index = aux.index();
-        Ok(self.products(input, |v| index.get(v)))
+        Ok(self.products(input, |v| index.get(v), out))
     }
 
     /// A, B and C times a witness whose aux value `v` is `aux(v)`: the variables were checked
@@ -284,9 +296,10 @@ impl R1cs {
         &self,
         input: &'a [Fr],
         aux: impl Fn(usize) -> Value<'a> + Sync,
+        mut into: Evaluations,
     ) -> Evaluations {
-        let product = |m: &SparseMatrix| {
-            let mut out = Vec::new();
+        // Writes over `out` (cleared first; its memory reused where it holds the rows).
+        let product = |m: &SparseMatrix, out: &mut Vec<Fr>| {
             (0..m.rows())
                 .into_par_iter()
                 .with_min_len(1 << 12)
@@ -308,15 +321,12 @@ impl R1cs {
                     }
                     acc
                 })
-                .collect_into_vec(&mut out);
-            out
+                .collect_into_vec(out);
         };
-        Evaluations {
-            pins: Default::default(),
-            a: product(&self.a),
-            b: product(&self.b),
-            c: product(&self.c),
-        }
+        product(&self.a, &mut into.a);
+        product(&self.b, &mut into.b);
+        product(&self.c, &mut into.c);
+        into
     }
 
     /// A full witness from its values, with this circuit's densities.
@@ -354,8 +364,17 @@ impl R1cs {
     /// products over the compact values (`evaluate_packed`), the values expanded for the
     /// multiexps.
     pub fn assignment(&self, witness: &CompactWitness) -> Result<Assignment> {
+        self.assignment_into(witness, Evaluations::default())
+    }
+
+    /// `assignment` with its evaluations written into `evals` (`evaluate_packed_into`).
+    pub fn assignment_into(
+        &self,
+        witness: &CompactWitness,
+        evals: Evaluations,
+    ) -> Result<Assignment> {
         let packed = witness.packed();
-        let evals = self.evaluate_packed(&packed.input, &packed.aux)?;
+        let evals = self.evaluate_packed_into(&packed.input, &packed.aux, evals)?;
         drop(packed);
         let (input, aux) = witness.expand();
         Ok(Assignment {
@@ -947,6 +966,18 @@ mod tests {
         let compact = CompactValues::new(&aux);
         assert_eq!(r1cs.evaluate_packed(&cs.input, &compact).unwrap(), evals);
         assert!(r1cs.evaluate_packed(&cs.input[1..], &compact).is_err());
+        // Written over an earlier partition's evaluations (kept page-locked by a GPU): the
+        // same values, in the same memory.
+        let mut earlier = evals.clone();
+        for v in [&mut earlier.a, &mut earlier.b, &mut earlier.c] {
+            v.iter_mut().for_each(|x| *x = Fr::from(7u64));
+        }
+        let at = [earlier.a.as_ptr(), earlier.b.as_ptr(), earlier.c.as_ptr()];
+        let again = r1cs
+            .evaluate_packed_into(&cs.input, &compact, earlier)
+            .unwrap();
+        assert_eq!(again, evals);
+        assert_eq!(at, [again.a.as_ptr(), again.b.as_ptr(), again.c.as_ptr()]);
         assert_eq!(r1cs.witness(cs.input, aux).unwrap(), full.witness);
         // Zero coefficients are not recorded, repeated terms are merged.
         assert!(r1cs.a.nonzeros() < 3 * r1cs.constraints());

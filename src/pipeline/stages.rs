@@ -352,7 +352,9 @@ fn prepare(
         if on_device {
             Ok(Prepared::Packed(witness.packed()))
         } else {
-            let assignment = r1cs.assignment(&witness)?;
+            // Over the evaluations of an earlier partition where the backend kept them.
+            let reuse = place.readies.reusable_evaluations(r1cs.constraints());
+            let assignment = r1cs.assignment_into(&witness, reuse.unwrap_or_default())?;
             place.readies.prepare_evaluations(&assignment.evals);
             Ok(Prepared::Assignment(assignment))
         }
@@ -410,6 +412,20 @@ impl<T> Lanes<T> {
             urgent: Some(urgent),
             normal: Some(normal),
         }
+    }
+
+    /// The next item, urgent first, calling `idle` first if none is waiting; `None` once both
+    /// queues are closed.
+    fn recv_or_idle(&mut self, idle: impl FnOnce()) -> Option<T> {
+        let waiting = [&self.urgent, &self.normal]
+            .into_iter()
+            .flatten()
+            .find_map(|rx| rx.try_recv().ok());
+        if waiting.is_some() {
+            return waiting;
+        }
+        idle();
+        self.recv()
     }
 
     /// The next item, urgent first; `None` once both queues are closed.
@@ -562,7 +578,8 @@ pub(super) fn start(
     to_assemble: Sender<AssembleItem>,
 ) {
     let mut failures_in_a_row = 0u32;
-    while let Some(item) = items.recv() {
+    // With nothing waiting the backend lets go of what it keeps for the next partition.
+    while let Some(item) = items.recv_or_idle(|| backend.idle()) {
         let StartItem {
             ctx,
             partition,
