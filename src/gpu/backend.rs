@@ -784,10 +784,10 @@ fn h_coefficients_two_at_a_time(
     domain: usize,
 ) -> Result<DevBuf<u32>> {
     let log_n = domain.trailing_zeros();
-    let Evaluations { pins, a, b, c } = evals;
-    let da = upload_scalars_padded(gpu, Lane::Main, &a, domain)?;
+    // Not taken apart: on an early return the whole drops, its page-locking before its values.
+    let da = upload_scalars_padded(gpu, Lane::Main, &evals.a, domain)?;
     ntt.coset_evaluations(gpu, &da, log_n)?;
-    let db = upload_scalars_padded(gpu, Lane::Copy, &b, domain)?;
+    let db = upload_scalars_padded(gpu, Lane::Copy, &evals.b, domain)?;
     gpu.wait_for(Lane::Main, Lane::Copy)?;
     ntt.coset_evaluations(gpu, &db, log_n)?;
     // c beside a and b while b is transformed, where a third domain fits with a margin for
@@ -796,23 +796,23 @@ fn h_coefficients_two_at_a_time(
     let scalar_bytes = FR_LIMBS * 4;
     let own_c = free >= domain * scalar_bytes + (free / 8).min(256 << 20);
     let dc = if own_c {
-        let dc = upload_scalars_padded(gpu, Lane::Copy, &c, domain)?;
+        let dc = upload_scalars_padded(gpu, Lane::Copy, &evals.c, domain)?;
         ntt.coset_multiply(gpu, &da, &db, log_n)?;
         drop(db);
         dc
     } else {
         ntt.coset_multiply(gpu, &da, &db, log_n)?;
         gpu.wait_for(Lane::Copy, Lane::Main)?;
-        if c.len() < domain {
+        if evals.c.len() < domain {
             gpu.memset_zero_in(Lane::Copy, &db)?;
         }
-        gpu.upload_in(Lane::Copy, &db, 0, scalars_as_limbs(&c))?;
+        gpu.upload_in(Lane::Copy, &db, 0, scalars_as_limbs(&evals.c))?;
         db
     };
     gpu.wait_for(Lane::Main, Lane::Copy)?;
     // Their values are on the device: kept locked for the next partition's products, or let
     // go of off the GPU's path (unlocking and freeing take a good part of a second).
-    super::kept_evaluations::give_back(Evaluations { pins, a, b, c });
+    super::kept_evaluations::give_back(evals);
     ntt.c_coefficients(gpu, &dc, log_n)?;
     ntt.h_from_coset_product(gpu, &da, &dc, log_n)?;
     gpu.sync_lane(Lane::Main)?;
@@ -1299,19 +1299,19 @@ fn h_from_host(
     let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
     let domain = evals.constraints().max(1).next_power_of_two();
     let log_n = domain.trailing_zeros();
-    let Evaluations { pins, a, b, c } = evals;
+    // Not taken apart: on an early return the whole drops, its page-locking before its values.
     let t = Instant::now();
-    let da = upload_scalars_padded(gpu, Lane::Main, &a, domain)?;
+    let da = upload_scalars_padded(gpu, Lane::Main, &evals.a, domain)?;
     phases.upload_a_ms = ms(t);
     let t = Instant::now();
     ntt.coset_evaluations(gpu, &da, log_n)?;
     let tb = Instant::now();
-    let db = upload_scalars_padded(gpu, Lane::Copy, &b, domain)?;
+    let db = upload_scalars_padded(gpu, Lane::Copy, &evals.b, domain)?;
     phases.upload_b_ms = ms(tb);
     gpu.wait_for(Lane::Main, Lane::Copy)?;
     ntt.coset_evaluations(gpu, &db, log_n)?;
     let tc = Instant::now();
-    let dc = upload_scalars_padded(gpu, Lane::Copy, &c, domain)?;
+    let dc = upload_scalars_padded(gpu, Lane::Copy, &evals.c, domain)?;
     phases.upload_c_ms = ms(tc);
     gpu.wait_for(Lane::Main, Lane::Copy)?;
     ntt.c_coefficients(gpu, &dc, log_n)?;
@@ -1321,7 +1321,7 @@ fn h_from_host(
     phases.h_wait_ms = ms(tw);
     drop((db, dc));
     phases.h_ms = ms(t);
-    let host_abc = Evaluations { pins, a, b, c };
+    let host_abc = evals;
 
     let (h, queries) = std::thread::scope(|scope| {
         let copier = scope.spawn(move || -> Result<([DevBuf<u32>; 3], f64, f64)> {

@@ -158,8 +158,13 @@ pub struct PageLocked {
     range: std::ops::Range<usize>,
 }
 
-/// Address ranges page-locked now (few: one per streamed point set).
+/// Address ranges page-locked now (few: one per streamed point set or evaluation vector).
 static PAGE_LOCKED: Mutex<Vec<std::ops::Range<usize>>> = Mutex::new(Vec::new());
+
+/// Held while a range is being page-locked, so that two GPUs streaming the same points do not
+/// both lock them (the driver refuses the second). Not `PAGE_LOCKED` itself: uploads look that
+/// up, and locking gigabytes takes the driver a good part of a second.
+static LOCKING: Mutex<()> = Mutex::new(());
 
 /// Whether all of `bytes` lies in one page-locked range.
 fn is_page_locked(bytes: &[u8]) -> bool {
@@ -193,6 +198,9 @@ impl Gpu {
         }
         // SAFETY: the byte view covers exactly `data`.
         let view = unsafe { std::slice::from_raw_parts(data.as_ptr() as *const u8, bytes) };
+        let _locking = LOCKING
+            .lock()
+            .map_err(|_| anyhow!("page-locking poisoned"))?;
         if is_page_locked(view) {
             return Ok(None);
         }
@@ -344,12 +352,15 @@ impl Gpu {
                 return Ok(self.buf_at(block, len));
             }
         }
-        match self.alloc_block(bytes) {
+        let block = match self.alloc_block(bytes) {
+            Ok(block) => block,
+            // Out of room with blocks kept: free them (waiting for the GPU) and try once more.
             Err(e) if e.is::<OutOfDeviceMemory>() && self.release_kept() > 0 => {
-                self.alloc_block(bytes).map(|b| self.buf_at(b, len))
+                self.alloc_block(bytes)?
             }
-            result => result.map(|b| self.buf_at(b, len)),
-        }
+            Err(e) => return Err(e),
+        };
+        Ok(self.buf_at(block, len))
     }
 
     /// `block` as a buffer of `len` elements.
