@@ -27,6 +27,7 @@ use super::msm::{
 use super::ntt::Ntt;
 use super::placement;
 use super::products::{DeviceR1cs, DeviceWitness};
+use crate::groth16::pins::Pins;
 use crate::groth16::{
     Backend, CpuBackend, Density, Evaluations, Multiexps, PackedWitness, R1cs, Srs, SrsKey, Witness,
 };
@@ -959,24 +960,14 @@ impl<'a, P> Points<'a, P> {
 /// CPU's cores and memory bandwidth to the other stages. Where the driver refuses, the copies
 /// go through the staging buffers, as before, and the log says so once per circuit.
 fn page_lock_streamed(gpu: &Gpu, srs: &Srs, sets: &PointSets, told: &mut Option<SrsKey>) {
-    fn lock<P: Copy>(gpu: &Gpu, srs: &Srs, host: Option<&[P]>) -> Result<usize> {
-        let Some(host) = host else { return Ok(0) };
-        Ok(match gpu.page_lock(host)? {
-            Some(locked) => {
-                srs.pins.hold(Box::new(locked));
-                std::mem::size_of_val(host)
-            }
-            None => 0,
-        })
-    }
     let t = Instant::now();
     let lock_all = || -> Result<usize> {
         let mut bytes = 0;
         for set in [&sets.h, &sets.l, &sets.a, &sets.b_g1] {
-            bytes += lock(gpu, srs, set.streamed_host())?;
+            bytes += page_lock_held(gpu, set.streamed_host().unwrap_or_default(), &srs.pins)?;
         }
         let g2 = sets.b_g2.as_ref().and_then(Points::streamed_host);
-        Ok(bytes + lock(gpu, srs, g2)?)
+        Ok(bytes + page_lock_held(gpu, g2.unwrap_or_default(), &srs.pins)?)
     };
     match lock_all() {
         Ok(0) => {}
@@ -989,6 +980,18 @@ fn page_lock_streamed(gpu: &Gpu, srs: &Srs, sets: &PointSets, told: &mut Option<
         }
         Err(_) => {}
     }
+}
+
+/// Page-locks `data` unless it is already, the lock held by `pins` (its owner's); returns the
+/// bytes newly locked.
+fn page_lock_held<T: Copy>(gpu: &Gpu, data: &[T], pins: &Pins) -> Result<usize> {
+    Ok(match gpu.page_lock(data)? {
+        Some(locked) => {
+            pins.hold(Box::new(locked));
+            std::mem::size_of_val(data)
+        }
+        None => 0,
+    })
 }
 
 /// Where an MSM reads one set of points from.
@@ -1630,18 +1633,15 @@ impl Backend for CudaBackend {
 
     fn prepare_evaluations(&self, evals: &Evaluations) {
         let t = Instant::now();
-        let mut bytes = 0;
-        let mut lock = || -> Result<()> {
+        let lock = || -> Result<usize> {
+            let mut bytes = 0;
             for v in [&evals.a, &evals.b, &evals.c] {
-                if let Some(locked) = self.gpu.page_lock(v)? {
-                    evals.pins.hold(Box::new(locked));
-                    bytes += std::mem::size_of_val(&v[..]);
-                }
+                bytes += page_lock_held(&self.gpu, v, &evals.pins)?;
             }
-            Ok(())
+            Ok(bytes)
         };
         match lock() {
-            Ok(()) => {
+            Ok(bytes) => {
                 tracing::debug!(gpu = %self.gpu.info, bytes, ms = t.elapsed().as_millis() as u64, "evaluations page-locked")
             }
             Err(e) => {
