@@ -10,7 +10,8 @@
 // 4. accumulate: the sorted list is cut into fixed chunks, one thread each, so a bucket with
 //    millions of points (a repeated scalar) costs no more than many small ones. A thread writes
 //    the part of a bucket that starts in its chunk to the bucket; a part that continues a bucket
-//    from an earlier chunk goes to the chunk's own slot, and `bucket_fix` adds those slots in.
+//    from an earlier chunk goes to the chunk's own slot; `cont_fold` sums a bucket's slots group
+//    by group, and `bucket_fix` adds those sums in.
 // 5. reduce: Σ (b+1)·B_b per window by running sums over short segments of buckets, then a tree
 //    sum; the host combines the windows (Σ 2^(c·w)·W_w) and adds the sum of the ones.
 //
@@ -301,10 +302,52 @@ extern "C" __global__ void __launch_bounds__(128, C2Q_ACCUMULATE_BLOCKS_G2)
     accumulate<Fp2>(sorted, offsets, nbuckets, chunk, points, buckets, cont);
 }
 
-// Completes each bucket: empty ones become infinity, split ones get their continuations.
+// Chunk c's slot holds a continuation when the chunk starts inside a bucket that began in an
+// earlier chunk. A bucket of s entries (a scalar repeated s times in a window) has about
+// s/chunk continuations, which bucket_fix would add one after another in a single thread: tens
+// of milliseconds for a few tens of thousands of entries, most of a small MSM's time. So first,
+// one thread per group of `group` consecutive slots: where the whole group continues a single
+// bucket, its slots are summed into the group's first. bucket_fix then adds such a group as one
+// slot, and the longest chain of additions is about 3·group + s/(chunk·group) instead of
+// s/chunk. Groups that do not lie within one bucket are left alone, so data without repeated
+// scalars costs one search per group and no addition. With group = 1 nothing is folded (and the
+// fold need not run).
+template <class F>
+DEV void cont_fold(u32* cont, const u32* offsets, u32 nbuckets, u32 chunk, u32 group) {
+    const u64 total = offsets[nbuckets];
+    const u64 slots = (total + chunk - 1) / chunk;
+    const u64 first = (u64)(blockIdx.x * blockDim.x + threadIdx.x) * group;
+    if (first + group > slots) return;
+    // The bucket holding the group's first entry: the last b with offsets[b] <= it.
+    const u64 start = first * chunk;
+    u32 lo = 0, hi = nbuckets;
+    while (hi - lo > 1) {
+        u32 mid = (lo + hi) >> 1;
+        if (offsets[mid] <= start) lo = mid; else hi = mid;
+    }
+    // Folded when the bucket began before the group and goes on into its last chunk.
+    if (offsets[lo] >= start || offsets[lo + 1] <= (first + group - 1) * chunk) return;
+    Xyzz<F> acc = load_xyzz<F>(cont, first);
+    for (u32 k = 1; k < group; k++) acc = xyzz_add<F>(acc, load_xyzz<F>(cont, first + k));
+    store_xyzz<F>(cont, first, acc);
+}
+
+extern "C" __global__ void msm_cont_fold(u32* cont, const u32* offsets, u32 nbuckets, u32 chunk,
+                                         u32 group) {
+    cont_fold<Fp>(cont, offsets, nbuckets, chunk, group);
+}
+
+extern "C" __global__ void msm_cont_fold_g2(u32* cont, const u32* offsets, u32 nbuckets,
+                                            u32 chunk, u32 group) {
+    cont_fold<Fp2>(cont, offsets, nbuckets, chunk, group);
+}
+
+// Completes each bucket: empty ones become infinity, split ones get their continuations: one
+// slot at a time, or a whole group at once where `cont_fold` summed it (a group that starts at
+// or after the bucket's first continuation and ends before the bucket does).
 template <class F>
 DEV void bucket_fix(u32* buckets, const u32* cont, const u32* offsets, u32 nbuckets,
-                    u32 chunk) {
+                    u32 chunk, u32 group) {
     u32 b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= nbuckets) return;
     u32 o0 = offsets[b], o1 = offsets[b + 1];
@@ -315,18 +358,22 @@ DEV void bucket_fix(u32* buckets, const u32* cont, const u32* offsets, u32 nbuck
     u32 c = o0 / chunk + 1;
     if ((u64)c * chunk >= o1) return;
     Xyzz<F> acc = load_xyzz<F>(buckets, b);
-    for (; (u64)c * chunk < o1; c++) acc = xyzz_add<F>(acc, load_xyzz<F>(cont, c));
+    while ((u64)c * chunk < o1) {
+        acc = xyzz_add<F>(acc, load_xyzz<F>(cont, c));
+        const bool folded = c % group == 0 && (u64)(c + group - 1) * chunk < o1;
+        c += folded ? group : 1;
+    }
     store_xyzz<F>(buckets, b, acc);
 }
 
 extern "C" __global__ void msm_bucket_fix(u32* buckets, const u32* cont, const u32* offsets,
-                                          u32 nbuckets, u32 chunk) {
-    bucket_fix<Fp>(buckets, cont, offsets, nbuckets, chunk);
+                                          u32 nbuckets, u32 chunk, u32 group) {
+    bucket_fix<Fp>(buckets, cont, offsets, nbuckets, chunk, group);
 }
 
 extern "C" __global__ void msm_bucket_fix_g2(u32* buckets, const u32* cont, const u32* offsets,
-                                             u32 nbuckets, u32 chunk) {
-    bucket_fix<Fp2>(buckets, cont, offsets, nbuckets, chunk);
+                                             u32 nbuckets, u32 chunk, u32 group) {
+    bucket_fix<Fp2>(buckets, cont, offsets, nbuckets, chunk, group);
 }
 
 // Segment j of window w covers buckets [j·len, (j+1)·len) of that window and yields

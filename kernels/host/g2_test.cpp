@@ -223,8 +223,9 @@ struct G1Kernels {
                            u32* c) {
         msm_accumulate(s, o, nb, ch, p, b, c);
     }
-    static void fix(u32* b, const u32* c, const u32* o, u32 nb, u32 ch) {
-        msm_bucket_fix(b, c, o, nb, ch);
+    static void fold(u32* c, const u32* o, u32 nb, u32 ch, u32 g) { msm_cont_fold(c, o, nb, ch, g); }
+    static void fix(u32* b, const u32* c, const u32* o, u32 nb, u32 ch, u32 g) {
+        msm_bucket_fix(b, c, o, nb, ch, g);
     }
     static void bucket_reduce(const u32* b, u32 nb, u32 len, u32 nseg, u32 w, u32* out) {
         msm_bucket_reduce(b, nb, len, nseg, w, out);
@@ -245,8 +246,9 @@ struct G2Kernels {
                            u32* c) {
         msm_accumulate_g2(s, o, nb, ch, p, b, c);
     }
-    static void fix(u32* b, const u32* c, const u32* o, u32 nb, u32 ch) {
-        msm_bucket_fix_g2(b, c, o, nb, ch);
+    static void fold(u32* c, const u32* o, u32 nb, u32 ch, u32 g) { msm_cont_fold_g2(c, o, nb, ch, g); }
+    static void fix(u32* b, const u32* c, const u32* o, u32 nb, u32 ch, u32 g) {
+        msm_bucket_fix_g2(b, c, o, nb, ch, g);
     }
     static void bucket_reduce(const u32* b, u32 nb, u32 len, u32 nseg, u32 w, u32* out) {
         msm_bucket_reduce_g2(b, nb, len, nseg, w, out);
@@ -298,14 +300,16 @@ struct GroupRun {
 
     // Window w's buckets from the window's sorted entries.
     void accumulate(u32 w, const Buf& sorted, const Buf& offsets, u32 nbuckets, u32 chunk,
-                    u32 chunks) {
+                    u32 chunks, u32 group) {
         u32* wb = buckets.data() + (size_t)w * nbuckets * Layout<F>::XYZZ;
         emu_launch(grid_for(chunks, 32), 32, [&] {
             G::accumulate(sorted.data(), offsets.data(), nbuckets, chunk, points.data(), wb,
                           cont.data());
         });
+        emu_launch(grid_for((chunks + group - 1) / group, 32), 32,
+                   [&] { G::fold(cont.data(), offsets.data(), nbuckets, chunk, group); });
         emu_launch(grid_for(nbuckets, 32), 32,
-                   [&] { G::fix(wb, cont.data(), offsets.data(), nbuckets, chunk); });
+                   [&] { G::fix(wb, cont.data(), offsets.data(), nbuckets, chunk, group); });
     }
 
     // Σ_w 2^(c·w)·W_w plus the sum of the ones, as the host finishes it.
@@ -356,7 +360,7 @@ static void fp2_checks(std::mt19937_64& rng) {
 }
 
 // Σ s_i·P_i in G1 and G2 over one classification and one sort, against K·G.
-static void msm_checks(std::mt19937_64& rng, u32 n, u32 c, u32 chunk, u32 seg) {
+static void msm_checks(std::mt19937_64& rng, u32 n, u32 c, u32 chunk, u32 seg, u32 group) {
     const Affine<Fp> g1 = g1_generator();
     const Affine<Fp2> g2 = g2_generator();
     const Jacobian<Fp> jg1 = jac_from_affine(g1);
@@ -450,8 +454,8 @@ static void msm_checks(std::mt19937_64& rng, u32 n, u32 c, u32 chunk, u32 seg) {
         emu_launch(2, 64, [&] {
             msm_scatter(dw, other_idx.data(), m, offsets.data(), fill.data(), sorted.data());
         });
-        run1.accumulate(w, sorted, offsets, nbuckets, chunk, chunks);
-        run2.accumulate(w, sorted, offsets, nbuckets, chunk, chunks);
+        run1.accumulate(w, sorted, offsets, nbuckets, chunk, chunks, group);
+        run2.accumulate(w, sorted, offsets, nbuckets, chunk, chunks, group);
     }
     char what[160];
     snprintf(what, sizeof what, "G1 msm of %u points (%u ones, %u others), c = %u, chunk %u", n,
@@ -508,9 +512,12 @@ int main() {
     gen_checks<Fp2>(rng, g2_generator(), gen_points_g2);
     // Window sizes and chunk lengths so that buckets straddle chunks in every way, and bucket
     // segments start past bucket 0 (the reduction's small multiple).
-    msm_checks(rng, 300, 5, 1, 4);
-    msm_checks(rng, 300, 8, 3, 32);
-    msm_checks(rng, 120, 6, 64, 8);
+    // Continuation slots folded in groups of several sizes (1: none), so that the repeated
+    // scalar's long runs of slots are summed across groups.
+    msm_checks(rng, 300, 5, 1, 4, 3);
+    msm_checks(rng, 300, 8, 3, 32, 2);
+    msm_checks(rng, 300, 5, 2, 4, 64);
+    msm_checks(rng, 120, 6, 64, 8, 1);
     if (failures) {
         printf("g2 test: %d of %d checks failed\n", failures, checks);
         return 1;

@@ -106,7 +106,10 @@ int main() {
             want[b] = xyzz_add_affine_any(want[b], pts[e & 0x7fffffffu], (e >> 31) != 0);
 
     int checks = 0;
-    for (u32 chunk : {1u, 2u, 3u, 4u, 7u, 64u, 1024u}) {
+    // Continuation slots folded in groups of 1 (no fold), 2, 3 and 64 chunks: runs of one
+    // bucket's slots start and end inside groups and across them.
+    for (u32 chunk : {1u, 2u, 3u, 4u, 7u, 64u, 1024u})
+    for (u32 group : {1u, 2u, 3u, 64u}) {
         u32 total = offsets[nb];
         u32 chunks = (total + chunk - 1) / chunk;
         Buf buckets((size_t)nb * 48), cont((size_t)(chunks + 1) * 48);
@@ -114,13 +117,18 @@ int main() {
             msm_accumulate(sorted.data(), offsets.data(), nb, chunk, points.data(), buckets.data(),
                            cont.data());
         });
+        if (group > 1)
+            emu_launch(grid_for((chunks + group - 1) / group, 32), 32, [&] {
+                msm_cont_fold(cont.data(), offsets.data(), nb, chunk, group);
+            });
         emu_launch(grid_for(nb, 32), 32, [&] {
-            msm_bucket_fix(buckets.data(), cont.data(), offsets.data(), nb, chunk);
+            msm_bucket_fix(buckets.data(), cont.data(), offsets.data(), nb, chunk, group);
         });
         for (u32 b = 0; b < nb; b++) {
             checks++;
             if (!same_point(load_xyzz<Fp>(buckets.data(), b), want[b])) {
-                printf("FAIL bucket %u (%zu points), chunks of %u\n", b, content[b].size(), chunk);
+                printf("FAIL bucket %u (%zu points), chunks of %u, folded in groups of %u\n", b,
+                       content[b].size(), chunk, group);
                 return 1;
             }
         }

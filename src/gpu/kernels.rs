@@ -224,9 +224,12 @@ kernels! {
             sorted: DevPtr<u32>, offsets: DevPtr<u32>, nbuckets: u32, chunk: u32,
             points: DevPtr<u32>, buckets: DevPtr<u32>, cont: DevPtr<u32>,
         );
+        MSM_CONT_FOLD = msm_cont_fold(
+            cont: DevPtr<u32>, offsets: DevPtr<u32>, nbuckets: u32, chunk: u32, group: u32,
+        );
         MSM_BUCKET_FIX = msm_bucket_fix(
             buckets: DevPtr<u32>, cont: DevPtr<u32>, offsets: DevPtr<u32>, nbuckets: u32,
-            chunk: u32,
+            chunk: u32, group: u32,
         );
         MSM_BUCKET_REDUCE = msm_bucket_reduce(
             buckets: DevPtr<u32>, nbuckets: u32, len: u32, nseg: u32, windows: u32,
@@ -244,9 +247,12 @@ kernels! {
             sorted: DevPtr<u32>, offsets: DevPtr<u32>, nbuckets: u32, chunk: u32,
             points: DevPtr<u32>, buckets: DevPtr<u32>, cont: DevPtr<u32>,
         );
+        MSM_CONT_FOLD_G2 = msm_cont_fold_g2(
+            cont: DevPtr<u32>, offsets: DevPtr<u32>, nbuckets: u32, chunk: u32, group: u32,
+        );
         MSM_BUCKET_FIX_G2 = msm_bucket_fix_g2(
             buckets: DevPtr<u32>, cont: DevPtr<u32>, offsets: DevPtr<u32>, nbuckets: u32,
-            chunk: u32,
+            chunk: u32, group: u32,
         );
         MSM_BUCKET_REDUCE_G2 = msm_bucket_reduce_g2(
             buckets: DevPtr<u32>, nbuckets: u32, len: u32, nseg: u32, windows: u32,

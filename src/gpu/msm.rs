@@ -30,6 +30,20 @@ use super::memory::{DevBuf, DevPtr};
 fn chunk_len(m: u32) -> u32 {
     (m >> 20).clamp(32, 128).next_power_of_two()
 }
+/// Chunks whose continuation slots `msm_cont_fold` sums in one thread where they all continue
+/// one bucket. A bucket holding a repeated scalar's points spans s = entries/chunk slots: s
+/// general additions in a row unfolded, about 3g + s/g folded in groups of g (16: s = 1,450
+/// gives ~140). On an H200, a 32 GiB B query's pieces of 8.3M terms hold a bucket of 46,000
+/// entries (a repeated value) in chunks of 32: their G2 bucket fix took 98 ms a piece unfolded,
+/// 23–25 ms with the partial groups folded too in groups of 8 (ops/bench/gpu-2026-12-04-v.md);
+/// groups of 16 as folded here are not timed yet.
+fn cont_group() -> u32 {
+    // Diagnostic override, for tuning runs (1: no fold).
+    std::env::var("C2Q_MSM_CONT_GROUP")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .map_or(16, |g| g.clamp(1, 1024))
+}
 /// Blocks of 256 threads per SM for the sort kernels when nothing else runs (8 fill an SM).
 const SORT_BLOCKS_PER_SM: u32 = 8;
 /// Buckets per running-sum segment in the window reduction.
@@ -47,7 +61,8 @@ type Accumulate = Kernel<(
     DevPtr<u32>,
     DevPtr<u32>,
 )>;
-type BucketFix = Kernel<(DevPtr<u32>, DevPtr<u32>, DevPtr<u32>, u32, u32)>;
+type ContFold = Kernel<(DevPtr<u32>, DevPtr<u32>, u32, u32, u32)>;
+type BucketFix = Kernel<(DevPtr<u32>, DevPtr<u32>, DevPtr<u32>, u32, u32, u32)>;
 type BucketReduce = Kernel<(DevPtr<u32>, u32, u32, u32, u32, DevPtr<u32>)>;
 type SumIndexed = Kernel<(DevPtr<u32>, DevPtr<u32>, u32, DevPtr<u32>)>;
 type Reduce = Kernel<(DevPtr<u32>, u32, u32, u32, DevPtr<u32>)>;
@@ -65,6 +80,7 @@ trait DeviceGroup {
     /// A Jacobian result (x, y, z) as blst lays it out.
     const JACOBIAN_LIMBS: usize;
     const ACCUMULATE: Accumulate;
+    const CONT_FOLD: ContFold;
     const BUCKET_FIX: BucketFix;
     const BUCKET_REDUCE: BucketReduce;
     const SUM_INDEXED: SumIndexed;
@@ -84,6 +100,7 @@ impl DeviceGroup for G1 {
     const XYZZ_LIMBS: usize = 48;
     const JACOBIAN_LIMBS: usize = JACOBIAN_LIMBS;
     const ACCUMULATE: Accumulate = kernels::MSM_ACCUMULATE;
+    const CONT_FOLD: ContFold = kernels::MSM_CONT_FOLD;
     const BUCKET_FIX: BucketFix = kernels::MSM_BUCKET_FIX;
     const BUCKET_REDUCE: BucketReduce = kernels::MSM_BUCKET_REDUCE;
     const SUM_INDEXED: SumIndexed = kernels::MSM_SUM_INDEXED;
@@ -104,6 +121,7 @@ impl DeviceGroup for G2 {
     const XYZZ_LIMBS: usize = 96;
     const JACOBIAN_LIMBS: usize = G2_JACOBIAN_LIMBS;
     const ACCUMULATE: Accumulate = kernels::MSM_ACCUMULATE_G2;
+    const CONT_FOLD: ContFold = kernels::MSM_CONT_FOLD_G2;
     const BUCKET_FIX: BucketFix = kernels::MSM_BUCKET_FIX_G2;
     const BUCKET_REDUCE: BucketReduce = kernels::MSM_BUCKET_REDUCE_G2;
     const SUM_INDEXED: SumIndexed = kernels::MSM_SUM_INDEXED_G2;
@@ -119,6 +137,7 @@ impl DeviceGroup for G2 {
 /// on the host, and the totals are printed to stderr when the MSM ends.
 struct Trace {
     on: bool,
+    longest: u32,
     last: std::time::Instant,
     phases: Vec<(&'static str, f64)>,
 }
@@ -127,6 +146,7 @@ impl Trace {
     fn new() -> Trace {
         Trace {
             on: std::env::var_os("C2Q_MSM_TRACE").is_some(),
+            longest: 0,
             last: std::time::Instant::now(),
             phases: Vec::new(),
         }
@@ -136,12 +156,24 @@ impl Trace {
         if !self.on {
             return Ok(());
         }
-        gpu.sync()?;
+        // The main lane alone: a streamed MSM's next piece may be copying on the copy lane.
+        gpu.sync_lane(Lane::Main)?;
         let ms = self.last.elapsed().as_secs_f64() * 1e3;
         match self.phases.iter_mut().find(|(p, _)| *p == phase) {
             Some(e) => e.1 += ms,
             None => self.phases.push((phase, ms)),
         }
+        self.last = std::time::Instant::now();
+        Ok(())
+    }
+
+    /// Remembers the most entries any bucket of a window holds (for the printed line): a bucket
+    /// spanning many chunks is a long chain of additions in the bucket fix.
+    fn longest_bucket(&mut self, gpu: &Gpu, offsets: &DevBuf<u32>, nbuckets: usize) -> Result<()> {
+        let mut host = vec![0u32; nbuckets + 1];
+        gpu.download(offsets, 0, &mut host)?;
+        let longest = host.windows(2).map(|o| o[1] - o[0]).max().unwrap_or(0);
+        self.longest = self.longest.max(longest);
         self.last = std::time::Instant::now();
         Ok(())
     }
@@ -153,7 +185,11 @@ impl Trace {
                 .iter()
                 .map(|(p, ms)| format!("{p} {ms:.1}"))
                 .collect();
-            eprintln!("msm trace {what}: {} (ms)", parts.join(", "));
+            eprintln!(
+                "msm trace {what}: {} (ms); longest bucket {} entries",
+                parts.join(", "),
+                self.longest
+            );
         }
     }
 }
@@ -281,6 +317,7 @@ fn shared_sums(gpu: &Gpu, operands: Operands, n: usize) -> Result<SharedSums> {
         return Ok(sums);
     }
     gpu.bind()?;
+    let mut trace = Trace::new();
     let n32 = n as u32;
     let counters = gpu.alloc_zeroed::<u32>(2)?;
     let one_idx = gpu.alloc::<u32>(n)?;
@@ -302,11 +339,14 @@ fn shared_sums(gpu: &Gpu, operands: Operands, n: usize) -> Result<SharedSums> {
     let mut counts = [0u32; 2];
     gpu.download(&counters, 0, &mut counts)?;
     let (ones, others) = (counts[0], counts[1]);
+    trace.mark(gpu, "classify")?;
 
     if ones > 0 {
         sums.g1 += sum_indexed::<G1>(gpu, g1, &one_idx, ones)?;
+        trace.mark(gpu, "ones g1")?;
         if let (Some(points), Some(sum)) = (g2, sums.g2.as_mut()) {
             *sum += sum_indexed::<G2>(gpu, points, &one_idx, ones)?;
+            trace.mark(gpu, "ones g2")?;
         }
     }
     drop(one_idx);
@@ -316,7 +356,12 @@ fn shared_sums(gpu: &Gpu, operands: Operands, n: usize) -> Result<SharedSums> {
         if let (Some(sum), Some(rest)) = (sums.g2.as_mut(), rest.g2) {
             *sum += rest;
         }
+        trace.mark(gpu, "pippenger")?;
     }
+    trace.print(&format!(
+        "terms={n} ones={ones} others={others}{}",
+        if g2.is_some() { " g1+g2" } else { "" }
+    ));
     Ok(sums)
 }
 
@@ -551,11 +596,34 @@ impl<G: DeviceGroup> Buckets<G> {
             ),
         )?;
         trace.mark(gpu, G::ACCUMULATE.name())?;
+        let group = cont_group();
+        if group > 1 {
+            G::CONT_FOLD.launch(
+                gpu,
+                blocks(w.chunks.div_ceil(group) as u64, 128)?,
+                128,
+                (
+                    self.cont.ptr(),
+                    sort.offsets.ptr(),
+                    w.nbuckets,
+                    w.chunk,
+                    group,
+                ),
+            )?;
+            trace.mark(gpu, G::CONT_FOLD.name())?;
+        }
         G::BUCKET_FIX.launch(
             gpu,
             blocks(w.nbuckets as u64, 128)?,
             128,
-            (wb, self.cont.ptr(), sort.offsets.ptr(), w.nbuckets, w.chunk),
+            (
+                wb,
+                self.cont.ptr(),
+                sort.offsets.ptr(),
+                w.nbuckets,
+                w.chunk,
+                group,
+            ),
         )?;
         trace.mark(gpu, G::BUCKET_FIX.name())
     }
@@ -688,6 +756,9 @@ fn pippenger(
             ),
         )?;
         trace.mark(gpu, "sort")?;
+        if trace.on {
+            trace.longest_bucket(gpu, &sb.offsets, w.nbuckets as usize)?;
+        }
         let sorted = gpu.record(sort_lane)?;
         gpu.wait_event(Lane::Main, &sorted)?;
         in_g1.accumulate(gpu, &mut trace, w, window, sb)?;
@@ -701,8 +772,10 @@ fn pippenger(
         g2: in_g2.map(|b| b.total(gpu, &mut trace, w)).transpose()?,
     };
     trace.print(&format!(
-        "pippenger m={m} c={}{}",
+        "pippenger m={m} c={} chunk={} group={}{}",
         w.c,
+        w.chunk,
+        cont_group(),
         if g2.is_some() { " g1+g2" } else { "" }
     ));
     Ok(sums)
