@@ -15,9 +15,10 @@
 #include "field.cuh"
 #include "fp2.cuh"
 
-// The group operations are inlined, but each Fp product inside them is one shared,
-// out-of-line function (fp_mul_call in field.cuh): inlining the products as well would multiply
-// the code size and make ptxas take minutes, which a GPU machine pays at every cold start.
+// The group operations are inlined, but each Fp product or square inside them is one shared,
+// out-of-line function (fp_mul_call, fp_sqr_call in field.cuh): inlining them as well would
+// multiply the code size and make ptxas take minutes, which a GPU machine pays at every cold
+// start (C2Q_FP_INLINE=1 does so, for timing).
 // Everything passes by value so that operands stay in registers across those calls.
 #if defined(__CUDACC__)
 #define EC_FN __device__ __forceinline__

@@ -424,6 +424,112 @@ DEV Fe<T> fe_mul_wide(const Fe<T>& a, const Fe<T>& b) {
     return reduce_once_ptx<T>([&](int i) { return t[i]; });
 }
 
+// Squaring with 64-bit products (IMAD.WIDE): each cross product a_i·a_j (i < j) is computed
+// once and doubled, instead of twice as in fe_mul_wide(a, a); with the N squares a_i² that is
+// N(N + 1)/2 products for the full 2N-word square instead of N². The square is then
+// Montgomery-reduced (SOS: Koç, Acar, Kaliski 1996): its low N words are divided by R through N
+// word reductions as in fe_mul_wide, which leaves at most m, and its high N words (below m,
+// since a² < m·R) are added, so one conditional subtraction gives the same fully reduced value
+// as fe_mul.
+
+// s[OFF .. OFF + L] += x·y (x given by its L words, y one word), as in mul_word_add: the
+// products of the even words of x do not overlap one another, nor do those of the odd words, so
+// each set is one carry chain. When SET, s[OFF ..] holds nothing yet and the even products are
+// written instead of added. No chain carries out of s[OFF + L] (the caller's bound).
+template <int OFF, int L, bool SET, int S, class X>
+DEV void mul_row_add(u32 (&s)[S], X x, u32 y) {
+    static_assert(L >= 1 && OFF + L < S, "row out of range");
+    u32 ev[L + 1], od[L + 1];
+    (void)ev;
+#pragma unroll
+    for (int j = 0; j < L; j += 2) {
+        if constexpr (SET) PTX_MULWIDE(s[OFF + j], s[OFF + j + 1], x(j), y);
+        else PTX_MULWIDE(ev[j], ev[j + 1], x(j), y);
+    }
+#pragma unroll
+    for (int j = 1; j < L; j += 2) PTX_MULWIDE(od[j], od[j + 1], x(j), y);
+    // The even products cover words 0 .. L − 1 when L is even, 0 .. L when odd; the odd ones
+    // 1 .. L when L is even, 1 .. L − 1 when odd. A chain ends at word L, either adding its last
+    // word there or passing its carry on.
+    const int ev_top = (L % 2 == 0) ? L - 1 : L;
+    const int od_top = (L % 2 == 0) ? L : L - 1;
+    if constexpr (SET) {
+        // The top word is written only by an odd-L even product: with L even it is still empty.
+        if (L % 2 == 0) s[OFF + L] = 0;
+    } else {
+        PTX_ADD_CC(s[OFF], s[OFF], ev[0]);
+#pragma unroll
+        for (int j = 1; j < ev_top; j++) PTX_ADDC_CC(s[OFF + j], s[OFF + j], ev[j]);
+        if (ev_top == L) PTX_ADDC(s[OFF + L], s[OFF + L], ev[L]);
+        else {
+            PTX_ADDC_CC(s[OFF + ev_top], s[OFF + ev_top], ev[ev_top]);
+            PTX_ADDC(s[OFF + L], s[OFF + L], 0u);
+        }
+    }
+    if (L >= 2) {
+        PTX_ADD_CC(s[OFF + 1], s[OFF + 1], od[1]);
+#pragma unroll
+        for (int j = 2; j < od_top; j++) PTX_ADDC_CC(s[OFF + j], s[OFF + j], od[j]);
+        if (od_top == L) PTX_ADDC(s[OFF + L], s[OFF + L], od[L]);
+        else {
+            PTX_ADDC_CC(s[OFF + od_top], s[OFF + od_top], od[od_top]);
+            PTX_ADDC(s[OFF + L], s[OFF + L], 0u);
+        }
+    }
+}
+
+// The cross products, row by row: row I adds a_I·(a_(I+1) .. a_(N−1)) at word 2I + 1. Rows
+// 0 .. I − 1 sum to less than (a mod 2^(32I))·2^(32N) ≤ 2^(32(N+I)), so the row's top word,
+// I + N, is still empty, and with row I the sum stays below 2^(32(N+I+1)): nothing carries past
+// that word.
+template <class T, int I>
+DEV void sqr_cross_rows(u32 (&s)[2 * T::N], const Fe<T>& a) {
+    if constexpr (I < T::N - 1) {
+        mul_row_add<2 * I + 1, T::N - 1 - I, I == 0>(s, [&](int j) { return a.v[I + 1 + j]; },
+                                                     a.v[I]);
+        sqr_cross_rows<T, I + 1>(s, a);
+    }
+}
+
+template <class T>
+DEV Fe<T> fe_sqr_wide(const Fe<T>& a) {
+    const int N = T::N;
+    u32 s[2 * N];
+#pragma unroll
+    for (int k = 0; k < 2 * N; k++) s[k] = 0;
+    sqr_cross_rows<T, 0>(s, a);
+    // The squares a_k² fill the 2N words two by two. The cross sum is doubled by a one-bit shift
+    // across words, no carry chain (its top bit is clear: twice it is below a² < 2^(64N)), and
+    // added to them; s[0] is empty (the cross products start at word 1).
+    u32 p[2 * N];
+#pragma unroll
+    for (int k = 0; k < N; k++) PTX_MULWIDE(p[2 * k], p[2 * k + 1], a.v[k], a.v[k]);
+    PTX_ADD_CC(p[1], p[1], s[1] << 1);
+#pragma unroll
+    for (int k = 2; k < 2 * N - 1; k++) PTX_ADDC_CC(p[k], p[k], (s[k] << 1) | (s[k - 1] >> 31));
+    PTX_ADDC(p[2 * N - 1], p[2 * N - 1], (s[2 * N - 1] << 1) | (s[2 * N - 2] >> 31));
+    // The low half through N word reductions, as in fe_mul_wide: (p_lo + q·m)/R with p_lo and q
+    // below R is at most m.
+    u32 t[N + 1];
+#pragma unroll
+    for (int k = 0; k < N; k++) t[k] = p[k];
+    t[N] = 0;
+#pragma unroll
+    for (int i = 0; i < N; i++) {
+        const u32 q = t[0] * T::INV;
+        mul_word_add<T>(t, [](int j) { return T::mod(j); }, q);
+#pragma unroll
+        for (int j = 0; j < N; j++) t[j] = t[j + 1];
+        t[N] = 0;
+    }
+    // Plus the high half (below m): below 2m < 2^(32N), so no carry out of word N − 1.
+    PTX_ADD_CC(t[0], t[0], p[N]);
+#pragma unroll
+    for (int k = 1; k < N - 1; k++) PTX_ADDC_CC(t[k], t[k], p[N + k]);
+    PTX_ADDC(t[N - 1], t[N - 1], p[2 * N - 1]);
+    return reduce_once_ptx<T>([&](int i) { return t[i]; });
+}
+
 #ifndef C2Q_MUL_WIDE
 #define C2Q_MUL_WIDE 1
 #endif
@@ -466,8 +572,24 @@ DEV Fe<T> fe_neg(const Fe<T>& a) {
     return fe_sub<T>(fe_zero<T>(), a);
 }
 
+// The dedicated square (fe_sqr_wide) replaces fe_mul(a, a) in the default product form; with
+// C2Q_SQR=0, or with the older product form (C2Q_MUL_WIDE=0, kept for comparison as a whole),
+// a square is a product, as it was.
+#ifndef C2Q_SQR
+#define C2Q_SQR 1
+#endif
+#if defined(C2Q_CARRY_CHAINS) && C2Q_MUL_WIDE && C2Q_SQR
+#define C2Q_SQR_WIDE 1
+#endif
+
 // Fr products stay inline (NTT butterflies are short); an Fp product is a real call: the
 // group operations use a dozen each, and one shared copy keeps ptxas time and code size sane.
+// C2Q_FP_INLINE=1 inlines the Fp products and squares too, to measure what the calls cost
+// (ptxas then takes much longer over msm.cu).
+#ifndef C2Q_FP_INLINE
+#define C2Q_FP_INLINE 0
+#endif
+
 template <class T>
 DEV Fe<T> fe_mul(const Fe<T>& a, const Fe<T>& b) {
 #if defined(C2Q_CARRY_CHAINS)
@@ -477,7 +599,16 @@ DEV Fe<T> fe_mul(const Fe<T>& a, const Fe<T>& b) {
 #endif
 }
 
-#if defined(__CUDACC__)
+template <class T>
+DEV Fe<T> fe_sqr(const Fe<T>& a) {
+#if defined(C2Q_SQR_WIDE)
+    return fe_sqr_wide<T>(a);
+#else
+    return fe_mul<T>(a, a);
+#endif
+}
+
+#if defined(__CUDACC__) && !C2Q_FP_INLINE
 // Operands by value: a reference would force them (and every temporary of the callers) into
 // local memory; values travel in registers under the device calling convention.
 __device__ __noinline__ Fp fp_mul_call(Fp a, Fp b) {
@@ -492,12 +623,20 @@ template <>
 DEV Fp fe_mul<FpTag>(const Fp& a, const Fp& b) {
     return fp_mul_call(a, b);
 }
-#endif
 
-template <class T>
-DEV Fe<T> fe_sqr(const Fe<T>& a) {
-    return fe_mul<T>(a, a);
+#if defined(C2Q_SQR_WIDE)
+// The square's own shared copy, for the same reason (the group law squares 2 to 4 times per
+// operation, next to 8 to 12 products).
+__device__ __noinline__ Fp fp_sqr_call(Fp a) {
+    return fe_sqr_wide<FpTag>(a);
 }
+
+template <>
+DEV Fp fe_sqr<FpTag>(const Fp& a) {
+    return fp_sqr_call(a);
+}
+#endif
+#endif
 
 // Montgomery form → canonical integer (multiply by 1).
 template <class T>
