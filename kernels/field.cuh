@@ -572,11 +572,13 @@ DEV Fe<T> fe_neg(const Fe<T>& a) {
     return fe_sub<T>(fe_zero<T>(), a);
 }
 
-// The dedicated square (fe_sqr_wide) replaces fe_mul(a, a) in the default product form; with
-// C2Q_SQR=0, or with the older product form (C2Q_MUL_WIDE=0, kept for comparison as a whole),
-// a square is a product, as it was.
+// With C2Q_SQR=1 the dedicated square (fe_sqr_wide) replaces fe_mul(a, a) in the default
+// product form. It is off by default until a GPU run shows what it gains: it saves 4.4 % of the
+// G1 accumulation's multiplies, but a kernel's registers and spills shift with it
+// (ops/bench/sass-2026-12-04.md). With the older product form (C2Q_MUL_WIDE=0, kept for
+// comparison as a whole) a square is always a product.
 #ifndef C2Q_SQR
-#define C2Q_SQR 1
+#define C2Q_SQR 0
 #endif
 #if defined(C2Q_CARRY_CHAINS) && C2Q_MUL_WIDE && C2Q_SQR
 #define C2Q_SQR_WIDE 1

@@ -9,7 +9,7 @@ integer multiplies (by form), additions and other classes, and the total. Static
 loop body counts once, and a kernel's count leaves out the functions it calls (listed with
 how many call sites each has).
 
-    python3 ops/bench/sass-count.py [-DC2Q_SQR=0 ...] [--all] [--cubin FILE]
+    python3 ops/bench/sass-count.py [-DC2Q_SQR=1 ...] [--all] [--cubin FILE]
 
 NVRTC and nvdisasm come from PyPI wheels (nvidia-cuda-nvrtc, nvidia-cuda-nvdisasm), installed
 once under /var/tmp as .ci/check-kernels does. --all lists every function; --cubin keeps the
