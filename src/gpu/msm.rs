@@ -185,11 +185,11 @@ impl Trace {
                 .iter()
                 .map(|(p, ms)| format!("{p} {ms:.1}"))
                 .collect();
-            eprintln!(
-                "msm trace {what}: {} (ms); longest bucket {} entries",
-                parts.join(", "),
-                self.longest
-            );
+            let longest = match self.longest {
+                0 => String::new(),
+                n => format!("; longest bucket {n} entries"),
+            };
+            eprintln!("msm trace {what}: {} (ms){longest}", parts.join(", "));
         }
     }
 }
@@ -524,6 +524,8 @@ struct Windows {
     nbuckets: u32,
     chunk: u32,
     chunks: u32,
+    /// Chunks whose continuation slots are folded at once (`cont_group`; 1: none).
+    group: u32,
     /// Running-sum segments per window in the reduction.
     nseg: u32,
 }
@@ -539,6 +541,7 @@ impl Windows {
             nbuckets,
             chunk,
             chunks: m.div_ceil(chunk),
+            group: cont_group(),
             nseg: nbuckets.div_ceil(SEGMENT),
         }
     }
@@ -596,18 +599,17 @@ impl<G: DeviceGroup> Buckets<G> {
             ),
         )?;
         trace.mark(gpu, G::ACCUMULATE.name())?;
-        let group = cont_group();
-        if group > 1 {
+        if w.group > 1 {
             G::CONT_FOLD.launch(
                 gpu,
-                blocks(w.chunks.div_ceil(group) as u64, 128)?,
+                blocks(w.chunks.div_ceil(w.group) as u64, 128)?,
                 128,
                 (
                     self.cont.ptr(),
                     sort.offsets.ptr(),
                     w.nbuckets,
                     w.chunk,
-                    group,
+                    w.group,
                 ),
             )?;
             trace.mark(gpu, G::CONT_FOLD.name())?;
@@ -622,7 +624,7 @@ impl<G: DeviceGroup> Buckets<G> {
                 sort.offsets.ptr(),
                 w.nbuckets,
                 w.chunk,
-                group,
+                w.group,
             ),
         )?;
         trace.mark(gpu, G::BUCKET_FIX.name())
@@ -775,7 +777,7 @@ fn pippenger(
         "pippenger m={m} c={} chunk={} group={}{}",
         w.c,
         w.chunk,
-        cont_group(),
+        w.group,
         if g2.is_some() { " g1+g2" } else { "" }
     ));
     Ok(sums)
