@@ -11,7 +11,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, ensure, Context, Result};
 use blstrs::{G1Affine, G1Projective, G2Affine, Scalar as Fr};
 
 use super::device::{Gpu, Lane};
@@ -27,6 +27,7 @@ use super::msm::{
 use super::ntt::Ntt;
 use super::placement;
 use super::products::{DeviceR1cs, DeviceWitness};
+use super::witness::DeviceDensity;
 use crate::groth16::pins::Pins;
 use crate::groth16::{
     Backend, CpuBackend, Density, Evaluations, Multiexps, PackedWitness, R1cs, Srs, SrsKey, Witness,
@@ -667,8 +668,10 @@ pub struct StreamedPhases {
     /// a, b, c copied over and H's six transforms, two domains on the device at a time.
     pub h_ms: f64,
     pub msm_h_ms: f64,
-    /// Each from copying its scalars over to its sums.
+    /// L's from copying the aux values over to its sums.
     pub msm_l_ms: f64,
+    /// The A and B queries' scalars selected from the aux values on the device.
+    pub queries_ms: f64,
     pub msm_a_ms: f64,
     pub msm_b_ms: f64,
     /// Whether the B multiexp in G2 was streamed beside the one in G1 (its points are the B
@@ -725,31 +728,19 @@ fn start_streamed(
     let t = Instant::now();
     let dl = upload_scalars_padded(gpu, Lane::Main, &witness.aux, lens[0])?;
     let l = msm_points(gpu, sets.l, None, &dl, lens[0], &mut phases.streaming)?;
-    drop(dl);
     phases.msm_l_ms = ms(t);
 
     let t = Instant::now();
-    let d_a = upload_query(
-        gpu,
-        &[
-            (&witness.input, None),
-            (&witness.aux, Some(&witness.a_aux_density)),
-        ],
-        lens[1],
-    )?;
+    let [d_a, d_b] = queries_on_device(gpu, witness, &dl, lens)?;
+    drop(dl);
+    phases.queries_ms = ms(t);
+
+    let t = Instant::now();
     let a = msm_points(gpu, sets.a, None, &d_a, lens[1], &mut phases.streaming)?;
     drop(d_a);
     phases.msm_a_ms = ms(t);
 
     let t = Instant::now();
-    let d_b = upload_query(
-        gpu,
-        &[
-            (&witness.input, Some(&witness.b_input_density)),
-            (&witness.aux, Some(&witness.b_aux_density)),
-        ],
-        lens[2],
-    )?;
     let b = msm_points(
         gpu,
         sets.b_g1,
@@ -770,6 +761,37 @@ fn start_streamed(
         b_g2: b.g2,
     };
     Ok((sums, phases))
+}
+
+/// The A and B queries' scalars, selected on the device from the aux values `aux` (already
+/// there for L's MSM) by the witness's densities: a few milliseconds of GPU time, against the
+/// 0.2 and 0.15 s that host threads took to select a 32 GiB partition's from host memory while
+/// the GPU waited. Queued on the main lane, with the inputs copied over beside them.
+fn queries_on_device(
+    gpu: &Gpu,
+    witness: &Witness,
+    aux: &DevBuf<u32>,
+    lens: [usize; 3],
+) -> Result<[DevBuf<u32>; 2]> {
+    let select = |len: usize, inputs: &[Fr], density: &Density| -> Result<DevBuf<u32>> {
+        let out = gpu.alloc::<u32>(len.max(1) * FR_LIMBS)?;
+        gpu.upload(&out, 0, scalars_as_limbs(inputs))?;
+        let density = DeviceDensity::upload(gpu, density)?;
+        ensure!(
+            inputs.len() + density.count() == len,
+            "{} inputs and {} aux variables for a query of {len}",
+            inputs.len(),
+            density.count()
+        );
+        density.select(gpu, aux, &out, inputs.len())?;
+        Ok(out)
+    };
+    let a = select(lens[1], &witness.input, &witness.a_aux_density)?;
+    let b_inputs = witness.b_input_density.select(&witness.input);
+    let b = select(lens[2], &b_inputs, &witness.b_aux_density)?;
+    // The densities' device copies are freed on return; the selections are queued before.
+    gpu.sync_lane(Lane::Main)?;
+    Ok([a, b])
 }
 
 /// H's coefficients from host-made a, b, c with at most two of them on the device at a time
@@ -843,15 +865,24 @@ pub fn start_peak_bytes(domain: usize, msm_lens: [usize; 3], b_g2: bool) -> usiz
 }
 
 /// Device bytes `start_streamed` holds at its peak besides resident points and the NTT's
-/// tables, for a domain of `domain` and L, A, B MSMs of `msm_lens` scalars: two domains while
-/// H is computed, then one MSM's scalars with its pieces (the estimate takes four pieces of
-/// the largest; pieces size themselves to what is free when the MSM comes). For a 32 GiB
-/// partition ~14.4 GB, as measured within 16 GiB.
+/// tables, for a domain of `domain` and L, A, B MSMs of `msm_lens` scalars, at the largest of
+/// its phases: two domains while H is computed; then one MSM's scalars with its pieces (the
+/// estimate takes four pieces; pieces size themselves to what is free when the MSM comes);
+/// the aux values with the A and B queries selected from them; A's MSM with B's scalars
+/// waiting. For a 32 GiB partition ~15 GB, the A query's phase.
 pub fn streamed_start_peak_bytes(domain: usize, msm_lens: [usize; 3]) -> usize {
     let scalar = FR_LIMBS * 4;
-    let largest = msm_lens.into_iter().fold(domain, usize::max);
-    let pieces = super::msm::streamed_bytes(largest.div_ceil(4), false);
-    (2 * domain * scalar).max(largest * scalar + pieces)
+    let [l, a, b] = msm_lens;
+    let pieces = |n: usize| super::msm::streamed_bytes(n.div_ceil(4), false);
+    let phases = [
+        2 * domain * scalar,
+        domain * scalar + pieces(domain),
+        l * scalar + pieces(l),
+        (l + a + b) * scalar,
+        (a + b) * scalar + pieces(a),
+        b * scalar + pieces(b),
+    ];
+    phases.into_iter().max().unwrap_or(0)
 }
 
 /// As `streamed_start_peak_bytes` for a start from recorded constraints: the expanded witness
@@ -1700,6 +1731,24 @@ mod tests {
         // Less than the host path's accounting plus the expanded witness, which held every
         // query at once.
         assert!(working + 8 * GIB < start_peak_bytes(DOMAIN_32G, LENS_32G, true) + aux * 32);
+    }
+
+    /// A streamed start of a 32 GiB partition peaks while A's MSM runs with the B query's
+    /// scalars selected beside it: under a GiB above H's MSM (its scalars and pieces), the
+    /// peak when the queries were selected on the host just before each MSM.
+    #[test]
+    fn a_streamed_32_gib_start_peaks_in_the_a_query() {
+        let peak = streamed_start_peak_bytes(DOMAIN_32G, LENS_32G);
+        let [_, a, b] = LENS_32G;
+        let pieces = |n: usize| crate::gpu::msm::streamed_bytes(n.div_ceil(4), false);
+        let a_phase = (a + b) * FR_LIMBS * 4 + pieces(a);
+        let h_phase = DOMAIN_32G * FR_LIMBS * 4 + pieces(DOMAIN_32G);
+        assert_eq!(peak, a_phase);
+        assert!(
+            peak - h_phase < GIB,
+            "{:.2} GiB above H's",
+            (peak - h_phase) as f64 / GIB as f64
+        );
     }
 
     /// Its G1 points and the proving start's peak fit in an 80 GB GPU (79.6 GiB as the driver
