@@ -21,7 +21,7 @@ use crate::gpu::limbs::{points_as_limbs_mut, FR_LIMBS};
 use crate::gpu::memory::HostToDevice;
 use crate::gpu::msm::{msm, msm_shared};
 use crate::gpu::ntt::Ntt;
-use crate::groth16::{Backend, Density, Evaluations, Srs, Witness};
+use crate::groth16::{Backend, CompactValues, Density, Evaluations, Srs, Witness};
 
 /// `c2q bench gpu`: MSM and NTT timings, and partition-shaped proving starts.
 #[derive(clap::Args, Debug, Clone)]
@@ -327,6 +327,7 @@ fn bench_partition(
         a_aux_density: a_density.clone(),
         b_input_density: Density::full(0),
         b_aux_density: b_density.clone(),
+        compact_aux: None,
     };
     eprintln!("partition: {constraints} constraints, domain 2^{log_n}: generating inputs …");
     let t = Instant::now();
@@ -453,9 +454,12 @@ fn bench_partition_streamed(
 ) -> Result<StreamedTiming> {
     let domain = constraints.next_power_of_two();
     let aux = constraints;
+    let aux_values = porep_host(aux, 24, 2);
+    // As the worker's products stage hands a witness on: its aux values in compact form too.
     let witness = Witness {
         input: Vec::new(),
-        aux: porep_host(aux, 24, 2),
+        compact_aux: Some(CompactValues::new(&aux_values)),
+        aux: aux_values,
         a_aux_density: Density::from_fn(aux, |i| i % 1000 < 996),
         b_input_density: Density::full(0),
         b_aux_density: Density::from_fn(aux, |i| i % 1000 < 255),

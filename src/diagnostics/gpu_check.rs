@@ -32,8 +32,8 @@ use crate::gpu::ntt::{omega, twiddle_bytes, upload_scalars, Ntt};
 use crate::gpu::products::DeviceR1cs;
 use crate::gpu::witness::expand_scratch_bytes;
 use crate::groth16::{
-    self, ntt as cpu_ntt, Backend, CpuBackend, Density, Evaluations, Multiexps, Srs, SrsKey,
-    Witness,
+    self, ntt as cpu_ntt, Backend, CompactValues, CpuBackend, Density, Evaluations, Multiexps, Srs,
+    SrsKey, Witness,
 };
 
 /// `c2q gpu-check`: compare the GPU with the CPU backend on fresh random inputs.
@@ -480,29 +480,48 @@ fn same_start(
     Ok(g1 && g2 && cpu.b_g2.is_none())
 }
 
-/// Proving start through the Backend trait: synthetic parameters, full densities, at two
-/// sizes.
+/// Proving start through the Backend trait: synthetic parameters at two sizes, the smaller
+/// with full densities and its aux values in full only, the larger with PoRep-like sparse
+/// ones (A nearly all the aux variables, B a quarter and all inputs but one) and its aux
+/// values in compact form too, as the worker's products stage hands them on.
 fn proving_start(backend: &CudaBackend, device: usize, rng: &mut ChaCha8Rng) -> Result<Tally> {
     let canary = crate::canary::srs()?;
     let mut t = Tally::default();
     for (inputs, aux, constraints) in [(3usize, 1000usize, 1500usize), (5, 40_000, 70_000)] {
         let domain = constraints.next_power_of_two();
+        let sparse = aux > 1000;
+        let (a_aux_density, b_input_density, b_aux_density) = match sparse {
+            true => (
+                Density::from_fn(aux, |i| i % 250 != 7),
+                Density::from_fn(inputs, |i| i != 1),
+                Density::from_fn(aux, |i| i % 4 == 1),
+            ),
+            false => (
+                Density::full(aux),
+                Density::full(inputs),
+                Density::full(aux),
+            ),
+        };
+        let a_points = inputs + a_aux_density.count();
+        let b_points = b_input_density.count() + b_aux_density.count();
         let srs = Srs {
             pins: Default::default(),
             key: SrsKey::new(format!("gpu-check synthetic {constraints}")),
             vk: canary.vk.clone(),
             h: random_points(rng, domain - 1, true),
             l: random_points(rng, aux, true),
-            a: random_points(rng, inputs + aux, true),
-            b_g1: random_points(rng, inputs + aux, true),
-            b_g2: random_g2_points(rng, inputs + aux, &[1, aux / 2]),
+            a: random_points(rng, a_points, true),
+            b_g1: random_points(rng, b_points, true),
+            b_g2: random_g2_points(rng, b_points, &[1, b_points / 2]),
         };
+        let aux_values = porep_scalars(rng, aux);
         let witness = Witness {
             input: random_scalars(rng, inputs),
-            aux: porep_scalars(rng, aux),
-            a_aux_density: Density::full(aux),
-            b_input_density: Density::full(inputs),
-            b_aux_density: Density::full(aux),
+            compact_aux: sparse.then(|| CompactValues::new(&aux_values)),
+            aux: aux_values,
+            a_aux_density,
+            b_input_density,
+            b_aux_density,
         };
         let evals = Evaluations {
             pins: Default::default(),

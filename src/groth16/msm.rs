@@ -326,6 +326,7 @@ mod tests {
             a_aux_density: Density::full(aux_len),
             b_input_density: Density::from_fn(5, |i| i != 2),
             b_aux_density: Density::from_fn(aux_len, |i| i % 4 == 1 || i > aux_len - 300),
+            compact_aux: None,
         };
         let n = witness.b_query_len();
         let base: Vec<G2Affine> = (0..97)

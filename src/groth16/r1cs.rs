@@ -338,6 +338,7 @@ impl R1cs {
             a_aux_density: self.a_aux_density.clone(),
             b_input_density: self.b_input_density.clone(),
             b_aux_density: self.b_aux_density.clone(),
+            compact_aux: None,
         })
     }
 
@@ -375,12 +376,11 @@ impl R1cs {
     ) -> Result<Assignment> {
         let packed = witness.packed();
         let evals = self.evaluate_packed_into(&packed.input, &packed.aux, evals)?;
-        drop(packed);
         let (input, aux) = witness.expand();
-        Ok(Assignment {
-            witness: self.witness(input, aux)?,
-            evals,
-        })
+        let mut witness = self.witness(input, aux)?;
+        // Kept for a GPU that streams its points (`Witness::compact_aux`).
+        witness.compact_aux = Some(packed.aux);
+        Ok(Assignment { witness, evals })
     }
 
     /// Write to `path` atomically (a temporary file renamed into place).

@@ -474,12 +474,14 @@ fn start_one(
 ) -> Result<Started, StageError> {
     let srs = &ctx.srs;
     match prepared {
-        Prepared::Assignment(Assignment { witness, evals }) => {
+        Prepared::Assignment(Assignment { mut witness, evals }) => {
             // A circuit that does not match its parameters is a parameters problem, not the
             // backend's.
             guarded(Stage::Srs, || check_shape(srs, &evals, &witness))?;
             // `evals` is consumed: a/b/c memory goes as soon as the backend is done with it.
             let sums = guarded(Stage::Start, || backend.start(srs, evals, &witness))?;
+            // The finalizer works from the full values.
+            witness.compact_aux = None;
             Ok(Started {
                 witness: FinishWitness::Full(witness),
                 sums,
