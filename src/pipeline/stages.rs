@@ -82,7 +82,7 @@ pub(super) struct StartItem {
 /// What the products stage hands to proving start.
 pub(super) enum Prepared {
     /// Witness and evaluations, made on the CPU.
-    Assignment(Assignment),
+    Assignment(Box<Assignment>),
     /// The packed witness alone: the backends expand it and make the evaluations on the device.
     Packed(PackedWitness),
 }
@@ -356,7 +356,7 @@ fn prepare(
             let reuse = place.readies.reusable_evaluations(r1cs.constraints());
             let assignment = r1cs.assignment_into(&witness, reuse.unwrap_or_default())?;
             place.readies.prepare_evaluations(&assignment.evals);
-            Ok(Prepared::Assignment(assignment))
+            Ok(Prepared::Assignment(Box::new(assignment)))
         }
     });
     drop(witness);
@@ -474,7 +474,8 @@ fn start_one(
 ) -> Result<Started, StageError> {
     let srs = &ctx.srs;
     match prepared {
-        Prepared::Assignment(Assignment { mut witness, evals }) => {
+        Prepared::Assignment(assignment) => {
+            let Assignment { mut witness, evals } = *assignment;
             // A circuit that does not match its parameters is a parameters problem, not the
             // backend's.
             guarded(Stage::Srs, || check_shape(srs, &evals, &witness))?;
