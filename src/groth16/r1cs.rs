@@ -376,8 +376,8 @@ impl R1cs {
     ) -> Result<Assignment> {
         let packed = witness.packed();
         let evals = self.evaluate_packed_into(&packed.input, &packed.aux, evals)?;
-        let (input, aux) = witness.expand();
-        let mut witness = self.witness(input, aux)?;
+        let aux = packed.expand_aux();
+        let mut witness = self.witness(packed.input, aux)?;
         // Kept for a GPU that streams its points (`Witness::compact_aux`).
         witness.compact_aux = Some(packed.aux);
         Ok(Assignment { witness, evals })
@@ -1070,6 +1070,18 @@ mod tests {
         let (input, aux) = whole.expand();
         assert_eq!(input, full.witness.input);
         assert_eq!(aux, full.witness.aux);
+        // The assignment the products stage makes from it: the same witness and evaluations,
+        // with the aux values in compact form beside the full ones for a streaming GPU.
+        let r1cs = R1cs::record("pieces", circuit()).unwrap();
+        let mut assignment = r1cs.assignment(&whole).unwrap();
+        assert_eq!(assignment.evals, full.evals);
+        let compact = assignment
+            .witness
+            .compact_aux
+            .take()
+            .expect("compact aux values");
+        assert_eq!(compact, CompactValues::new(&full.witness.aux));
+        assert_eq!(assignment.witness, full.witness);
     }
 
     #[test]
