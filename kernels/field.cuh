@@ -294,6 +294,20 @@ DEV Fe<T> reduce_once_ptx(X x) {
     return d;
 }
 
+// The end of a Montgomery product whose value t (N + 1 words, the top one zero) is below 2m:
+// reduced to [0, m) by one conditional subtraction, or (REDUCE = false) returned as it is.
+template <class T, bool REDUCE>
+DEV Fe<T> fe_mul_end(const u32 (&t)[T::N + 1]) {
+    if constexpr (REDUCE) {
+        return reduce_once_ptx<T>([&](int i) { return t[i]; });
+    } else {
+        Fe<T> r;
+#pragma unroll
+        for (int i = 0; i < T::N; i++) r.v[i] = t[i];
+        return r;
+    }
+}
+
 // a + b mod m (both < m).
 template <class T>
 DEV Fe<T> fe_add_ptx(const Fe<T>& a, const Fe<T>& b) {
@@ -328,7 +342,12 @@ DEV Fe<T> fe_sub_ptx(const Fe<T>& a, const Fe<T>& b) {
 // words, and t + a·b_i + m·p < 2m + 2^33·m < 2^(32N+32): it always fits in N + 1 words. So no
 // chain carries out of the top word, and no (N+2)-th word is kept (the "no-carry" CIOS
 // condition, top word of the modulus below 2^31 − 1, holds for r and p).
-template <class T>
+//
+// REDUCE = false leaves out the final subtraction, for the lazy products of Fp (below): the
+// result is then t = (a·b + M·m)/R < a·b/R + m (M < R, the sum of the word multiples of m), and
+// the running value stays below a + m (it is less than (t + (a + m)(2^32 − 1))/2^32 after each
+// word), so an operand a up to 4m still fits N + 1 words when 5m < 2^(32N), as for p.
+template <class T, bool REDUCE = true>
 DEV Fe<T> fe_mul_ptx(const Fe<T>& a, const Fe<T>& b) {
     const int N = T::N;
     u32 t[N + 1];
@@ -359,8 +378,7 @@ DEV Fe<T> fe_mul_ptx(const Fe<T>& a, const Fe<T>& b) {
         for (int j = 0; j < N; j++) t[j] = t[j + 1];
         t[N] = 0;
     }
-    // t < 2m: one conditional subtraction.
-    return reduce_once_ptx<T>([&](int i) { return t[i]; });
+    return fe_mul_end<T, REDUCE>(t);
 }
 
 // t (N + 1 words) += x·y (x given by word, y one word), with 64-bit products: the products of
@@ -405,8 +423,8 @@ DEV void mul_word_set(u32 (&t)[T::N + 1], X x, u32 y) {
 // high multiply-adds: half the multiply instructions, a few more additions. On an H200 the
 // high-half multiply-add (IMAD.HI) issues at half rate and kept the multiplier pipe the busiest
 // (86 %); this form runs the G1 MSM 8 % and the NTT 4 % faster, so it is the default
-// (C2Q_MUL_WIDE=0 selects fe_mul_ptx, for comparison).
-template <class T>
+// (C2Q_MUL_WIDE=0 selects fe_mul_ptx, for comparison). REDUCE as in fe_mul_ptx.
+template <class T, bool REDUCE = true>
 DEV Fe<T> fe_mul_wide(const Fe<T>& a, const Fe<T>& b) {
     const int N = T::N;
     u32 t[N + 1];
@@ -421,7 +439,7 @@ DEV Fe<T> fe_mul_wide(const Fe<T>& a, const Fe<T>& b) {
         for (int j = 0; j < N; j++) t[j] = t[j + 1];
         t[N] = 0;
     }
-    return reduce_once_ptx<T>([&](int i) { return t[i]; });
+    return fe_mul_end<T, REDUCE>(t);
 }
 
 // Squaring with 64-bit products (IMAD.WIDE): each cross product a_i·a_j (i < j) is computed
@@ -430,7 +448,8 @@ DEV Fe<T> fe_mul_wide(const Fe<T>& a, const Fe<T>& b) {
 // Montgomery-reduced (SOS: Koç, Acar, Kaliski 1996): its low N words are divided by R through N
 // word reductions as in fe_mul_wide, which leaves at most m, and its high N words (below m,
 // since a² < m·R) are added, so one conditional subtraction gives the same fully reduced value
-// as fe_mul.
+// as fe_mul. The square (fe_sqr_raw) and the reduction (fe_redc_wide) are separate functions:
+// the reduction also serves products summed before they are reduced (fe_mul_raw, below).
 
 // s[OFF .. OFF + L] += x·y (x given by its L words, y one word), as in mul_word_add: the
 // products of the even words of x do not overlap one another, nor do those of the odd words, so
@@ -491,8 +510,9 @@ DEV void sqr_cross_rows(u32 (&s)[2 * T::N], const Fe<T>& a) {
     }
 }
 
+// The 2N-word square a², no reduction.
 template <class T>
-DEV Fe<T> fe_sqr_wide(const Fe<T>& a) {
+DEV void fe_sqr_raw(u32 (&p)[2 * T::N], const Fe<T>& a) {
     const int N = T::N;
     u32 s[2 * N];
 #pragma unroll
@@ -501,15 +521,42 @@ DEV Fe<T> fe_sqr_wide(const Fe<T>& a) {
     // The squares a_k² fill the 2N words two by two. The cross sum is doubled by a one-bit shift
     // across words, no carry chain (its top bit is clear: twice it is below a² < 2^(64N)), and
     // added to them; s[0] is empty (the cross products start at word 1).
-    u32 p[2 * N];
 #pragma unroll
     for (int k = 0; k < N; k++) PTX_MULWIDE(p[2 * k], p[2 * k + 1], a.v[k], a.v[k]);
     PTX_ADD_CC(p[1], p[1], s[1] << 1);
 #pragma unroll
     for (int k = 2; k < 2 * N - 1; k++) PTX_ADDC_CC(p[k], p[k], (s[k] << 1) | (s[k - 1] >> 31));
     PTX_ADDC(p[2 * N - 1], p[2 * N - 1], (s[2 * N - 1] << 1) | (s[2 * N - 2] >> 31));
-    // The low half through N word reductions, as in fe_mul_wide: (p_lo + q·m)/R with p_lo and q
-    // below R is at most m.
+}
+
+// The 2N-word product a·b, no reduction (SOS's first half), row by row: row i adds a·b_i at
+// word i. Rows 0 .. i − 1 sum to a·(b mod 2^(32i)) < 2^(32(N+i)), so row i's top word, N + i, is
+// still empty, and with row i the sum stays below 2^(32(N+i+1)): nothing carries past that word.
+template <class T, int I>
+DEV void mul_rows(u32 (&p)[2 * T::N], const Fe<T>& a, const Fe<T>& b) {
+    if constexpr (I < T::N) {
+        mul_row_add<I, T::N, I == 0>(p, [&](int j) { return a.v[j]; }, b.v[I]);
+        mul_rows<T, I + 1>(p, a, b);
+    }
+}
+
+template <class T>
+DEV void fe_mul_raw(u32 (&p)[2 * T::N], const Fe<T>& a, const Fe<T>& b) {
+    const int N = T::N;
+    // Row 0 writes words 0 .. N; the rows after it add into the words above.
+#pragma unroll
+    for (int k = N + 1; k < 2 * N; k++) p[k] = 0;
+    mul_rows<T, 0>(p, a, b);
+}
+
+// Montgomery reduction (SOS) of a 2N-word value P < m·R: P·R^-1 mod m, below 2m before the
+// final subtraction (REDUCE as in fe_mul_ptx). The low half goes through N word reductions as
+// in fe_mul_wide: (P_lo + q·m)/R with P_lo and q below R is at most m; the word multiples q
+// depend on the low words alone, so the high half, P_hi = floor(P/R) < m, is added after:
+// (P + q·m)/R = (P_lo + q·m)/R + P_hi < 2m.
+template <class T, bool REDUCE = true>
+DEV Fe<T> fe_redc_wide(const u32 (&p)[2 * T::N]) {
+    const int N = T::N;
     u32 t[N + 1];
 #pragma unroll
     for (int k = 0; k < N; k++) t[k] = p[k];
@@ -522,24 +569,32 @@ DEV Fe<T> fe_sqr_wide(const Fe<T>& a) {
         for (int j = 0; j < N; j++) t[j] = t[j + 1];
         t[N] = 0;
     }
-    // Plus the high half (below m): below 2m < 2^(32N), so no carry out of word N − 1.
+    // Plus the high half: below 2m < 2^(32N), so no carry out of word N − 1.
     PTX_ADD_CC(t[0], t[0], p[N]);
 #pragma unroll
     for (int k = 1; k < N - 1; k++) PTX_ADDC_CC(t[k], t[k], p[N + k]);
     PTX_ADDC(t[N - 1], t[N - 1], p[2 * N - 1]);
-    return reduce_once_ptx<T>([&](int i) { return t[i]; });
+    return fe_mul_end<T, REDUCE>(t);
+}
+
+// a² < m·R for a < m: the SOS reduction of the square ends below 2m.
+template <class T, bool REDUCE = true>
+DEV Fe<T> fe_sqr_wide(const Fe<T>& a) {
+    u32 p[2 * T::N];
+    fe_sqr_raw<T>(p, a);
+    return fe_redc_wide<T, REDUCE>(p);
 }
 
 #ifndef C2Q_MUL_WIDE
 #define C2Q_MUL_WIDE 1
 #endif
 
-template <class T>
+template <class T, bool REDUCE = true>
 DEV Fe<T> fe_mul_chains(const Fe<T>& a, const Fe<T>& b) {
 #if C2Q_MUL_WIDE
-    return fe_mul_wide<T>(a, b);
+    return fe_mul_wide<T, REDUCE>(a, b);
 #else
-    return fe_mul_ptx<T>(a, b);
+    return fe_mul_ptx<T, REDUCE>(a, b);
 #endif
 }
 #endif
