@@ -695,6 +695,201 @@ DEV Fp fe_sqr<FpTag>(const Fp& a) {
 #endif
 #endif
 
+// Lazy reduction in Fp (C2Q_LAZY=1; 0, the default, keeps every value fully reduced).
+//
+// The group law (curve.cuh's Coord<Fp>, fp2.cuh's lazy Fp2) then keeps its Fp values below 2p
+// instead of p, so that products end without their conditional subtraction. It rests on p's
+// headroom: p < 2^381, so 8p < R = 2^384. A Montgomery reduction of T (CIOS or SOS) gives
+// (T + M·p)/R with M < R, a value below T/R + p, which is below 2p whenever T < p·R. Hence:
+// - a product a·b of a < 4p and b < 2p: T < 8p² < p·R, the result is below 2p;
+// - a square of a < 2p: T < 4p², below 2p;
+// - a sum of two values below 2p is below 4p < 2^383 (12 limbs, no carry out): it is either
+//   brought below 2p by a conditional subtraction of 2p (fp_add_lazy), or left as it is as the
+//   "< 4p" operand of a product (fp_add_raw);
+// - a difference a − b of values below 2p lies in (−2p, 2p): adding 2p when it borrows puts it
+//   in [0, 2p) (fp_sub_lazy);
+// - a·b − c·d of values below 2p is one reduction of T = a·b + c·(2p − d), two unreduced
+//   products (0 < 2p − d ≤ 2p): 0 ≤ T < 4p² + 4p² = 8p² < p·R, so the result is below 2p.
+// A value x below 2p is ≡ 0 when x = 0 or x = p (fp_is_zero_lazy), and fp_canon gives the
+// canonical x mod p: values that leave the group law (for the host, or to be compared) go
+// through it. Fr (r < 2^255, no room) and the NTT are untouched. Only the carry-chain builds
+// have the lazy forms; the plain C++ fallback keeps full reduction.
+#ifndef C2Q_LAZY
+#define C2Q_LAZY 0
+#endif
+#if defined(C2Q_CARRY_CHAINS) && C2Q_LAZY
+#define C2Q_LAZY_CHAINS 1
+#define C2Q_FP_MOD2 0xffff5556, 0x73fdffff, 0x62a7ffff, 0x3d57fffd, 0xed61ec48, 0xce61a541, \
+                    0xe70a257e, 0xc8ee9709, 0x869759ae, 0x96374f6c, 0x72ffcd34, 0x340223d4
+
+// 2p, word i.
+DEV constexpr u32 fp_2p(int i) {
+    constexpr u32 m[12] = {C2Q_FP_MOD2};
+    return m[i];
+}
+
+// x − 2p when x ≥ 2p, else x (for x < 4p).
+DEV Fp fp_reduce_2p(const Fp& x) {
+    Fp d;
+    PTX_SUB_CC(d.v[0], x.v[0], fp_2p(0));
+#pragma unroll
+    for (int i = 1; i < 12; i++) PTX_SUBC_CC(d.v[i], x.v[i], fp_2p(i));
+    u32 borrow;
+    PTX_SUBC(borrow, 0u, 0u);
+    // borrow = all ones when x < 2p: keep x.
+#pragma unroll
+    for (int i = 0; i < 12; i++) d.v[i] = borrow ? x.v[i] : d.v[i];
+    return d;
+}
+
+// a + b for a, b < 2p, not reduced: below 4p, for a product's first operand.
+DEV Fp fp_add_raw(const Fp& a, const Fp& b) {
+    Fp s;
+    PTX_ADD_CC(s.v[0], a.v[0], b.v[0]);
+#pragma unroll
+    for (int i = 1; i < 12; i++) PTX_ADDC_CC(s.v[i], a.v[i], b.v[i]);
+    return s;
+}
+
+// a + b for a, b < 2p: below 2p.
+DEV Fp fp_add_lazy(const Fp& a, const Fp& b) {
+    return fp_reduce_2p(fp_add_raw(a, b));
+}
+
+// a − b for a, b < 2p: in [0, 2p).
+DEV Fp fp_sub_lazy(const Fp& a, const Fp& b) {
+    Fp d, r;
+    PTX_SUB_CC(d.v[0], a.v[0], b.v[0]);
+#pragma unroll
+    for (int i = 1; i < 12; i++) PTX_SUBC_CC(d.v[i], a.v[i], b.v[i]);
+    u32 mask;
+    PTX_SUBC(mask, 0u, 0u);
+    PTX_ADD_CC(r.v[0], d.v[0], fp_2p(0) & mask);
+#pragma unroll
+    for (int i = 1; i < 12; i++) PTX_ADDC_CC(r.v[i], d.v[i], fp_2p(i) & mask);
+    return r;
+}
+
+DEV Fp fp_neg_lazy(const Fp& a) {
+    return fp_sub_lazy(fe_zero<FpTag>(), a);
+}
+
+// The canonical value of x < 2p.
+DEV Fp fp_canon(const Fp& x) {
+    return reduce_once_ptx<FpTag>([&](int i) { return x.v[i]; });
+}
+
+// x ≡ 0 for x < 2p: x = 0 or x = p.
+DEV bool fp_is_zero_lazy(const Fp& x) {
+    u32 zero = 0, mod = 0;
+#pragma unroll
+    for (int i = 0; i < 12; i++) {
+        zero |= x.v[i];
+        mod |= x.v[i] ^ FpTag::mod(i);
+    }
+    return zero == 0 || mod == 0;
+}
+
+DEV bool fp_eq_lazy(const Fp& a, const Fp& b) {
+    return fp_is_zero_lazy(fp_sub_lazy(a, b));
+}
+
+// S = P + Q for multi-word values whose sum fits S words.
+template <int S>
+DEV void wide_sum(u32 (&s)[S], const u32 (&p)[S], const u32 (&q)[S]) {
+    PTX_ADD_CC(s[0], p[0], q[0]);
+#pragma unroll
+    for (int k = 1; k < S - 1; k++) PTX_ADDC_CC(s[k], p[k], q[k]);
+    PTX_ADDC(s[S - 1], p[S - 1], q[S - 1]);
+}
+
+// P += Q, the same.
+template <int S>
+DEV void wide_add(u32 (&p)[S], const u32 (&q)[S]) {
+    wide_sum(p, p, q);
+}
+
+// P −= Q, modulo 2^(32·S).
+template <int S>
+DEV void wide_sub(u32 (&p)[S], const u32 (&q)[S]) {
+    PTX_SUB_CC(p[0], p[0], q[0]);
+#pragma unroll
+    for (int k = 1; k < S - 1; k++) PTX_SUBC_CC(p[k], p[k], q[k]);
+    PTX_SUBC(p[S - 1], p[S - 1], q[S - 1]);
+}
+
+// a·b·R^-1 for a < 4p, b < 2p: below 2p (the bounds above; the product forms' running value
+// stays below a + p < 5p, see fe_mul_ptx).
+DEV Fp fp_mul_lazy_inline(const Fp& a, const Fp& b) {
+    return fe_mul_chains<FpTag, false>(a, b);
+}
+
+// (a·b − c·d)·R^-1 for a, b, c, d < 2p, with one reduction: T = a·b + c·(2p − d) < 8p² < p·R
+// (0 < 2p − d ≤ 2p), below 2p.
+DEV Fp fp_mul_sub_lazy_inline(const Fp& a, const Fp& b, const Fp& c, const Fp& d) {
+    Fp nd;
+    PTX_SUB_CC(nd.v[0], fp_2p(0), d.v[0]);
+#pragma unroll
+    for (int i = 1; i < 11; i++) PTX_SUBC_CC(nd.v[i], fp_2p(i), d.v[i]);
+    PTX_SUBC(nd.v[11], fp_2p(11), d.v[11]);
+    u32 ab[24], cd[24];
+    fe_mul_raw<FpTag>(ab, a, b);
+    fe_mul_raw<FpTag>(cd, c, nd);
+    wide_add(ab, cd);
+    return fe_redc_wide<FpTag, false>(ab);
+}
+
+#if defined(__CUDACC__) && !C2Q_FP_INLINE
+// Shared out-of-line copies, as fp_mul_call.
+__device__ __noinline__ Fp fp_mul_lazy_call(Fp a, Fp b) {
+    return fp_mul_lazy_inline(a, b);
+}
+
+__device__ __noinline__ Fp fp_mul_sub_lazy_call(Fp a, Fp b, Fp c, Fp d) {
+    return fp_mul_sub_lazy_inline(a, b, c, d);
+}
+
+DEV Fp fp_mul_lazy(const Fp& a, const Fp& b) {
+    return fp_mul_lazy_call(a, b);
+}
+
+DEV Fp fp_mul_sub_lazy(const Fp& a, const Fp& b, const Fp& c, const Fp& d) {
+    return fp_mul_sub_lazy_call(a, b, c, d);
+}
+
+#if defined(C2Q_SQR_WIDE)
+__device__ __noinline__ Fp fp_sqr_lazy_call(Fp a) {
+    return fe_sqr_wide<FpTag, false>(a);
+}
+
+// a² for a < 2p: below 2p.
+DEV Fp fp_sqr_lazy(const Fp& a) {
+    return fp_sqr_lazy_call(a);
+}
+#else
+DEV Fp fp_sqr_lazy(const Fp& a) {
+    return fp_mul_lazy(a, a);
+}
+#endif
+#else
+DEV Fp fp_mul_lazy(const Fp& a, const Fp& b) {
+    return fp_mul_lazy_inline(a, b);
+}
+
+DEV Fp fp_mul_sub_lazy(const Fp& a, const Fp& b, const Fp& c, const Fp& d) {
+    return fp_mul_sub_lazy_inline(a, b, c, d);
+}
+
+DEV Fp fp_sqr_lazy(const Fp& a) {
+#if defined(C2Q_SQR_WIDE)
+    return fe_sqr_wide<FpTag, false>(a);
+#else
+    return fp_mul_lazy_inline(a, a);
+#endif
+}
+#endif
+#endif
+
 // Montgomery form → canonical integer (multiply by 1).
 template <class T>
 DEV Fe<T> fe_from_mont(const Fe<T>& a) {
