@@ -49,7 +49,15 @@ DEV void store_fp(u32* base, const Fp& x) {
 }
 
 // The coordinate fields behind one interface: Coord<Fp> (G1) and Coord<Fp2> (G2). LIMBS is a
-// coordinate's size in 32-bit words, in memory as on the host.
+// coordinate's size in 32-bit words, in memory as on the host. mul_sub(a, b, c, d) is
+// a·b − c·d.
+//
+// With C2Q_LAZY=1 (field.cuh) the operations are the lazy ones: every value the group law
+// makes is below 2p (per Fp coordinate), not necessarily canonical; is_zero and eq accept such
+// values, and canon makes one canonical. XYZZ points in device memory between kernels (buckets,
+// continuation slots, partial sums) stay so, since every kernel that reads them goes through
+// this group law; the Jacobian points for the host are made canonical (xyzz_to_jacobian), as
+// are gen.cu's points. The affine input points are canonical (the host's, or gen.cu's).
 template <class F>
 struct Coord;
 
@@ -58,6 +66,21 @@ struct Coord<Fp> {
     static const int LIMBS = 12;
     static DEV Fp zero() { return fe_zero<FpTag>(); }
     static DEV Fp one() { return fe_one<FpTag>(); }
+#if defined(C2Q_LAZY_CHAINS)
+    static DEV bool is_zero(const Fp& a) { return fp_is_zero_lazy(a); }
+    static DEV bool eq(const Fp& a, const Fp& b) { return fp_eq_lazy(a, b); }
+    static DEV Fp add(const Fp& a, const Fp& b) { return fp_add_lazy(a, b); }
+    static DEV Fp sub(const Fp& a, const Fp& b) { return fp_sub_lazy(a, b); }
+    static DEV Fp dbl(const Fp& a) { return fp_add_lazy(a, a); }
+    static DEV Fp neg(const Fp& a) { return fp_neg_lazy(a); }
+    static DEV Fp mul(const Fp& a, const Fp& b) { return fp_mul_lazy(a, b); }
+    static DEV Fp sqr(const Fp& a) { return fp_sqr_lazy(a); }
+    // One shared reduction for both products (field.cuh).
+    static DEV Fp mul_sub(const Fp& a, const Fp& b, const Fp& c, const Fp& d) {
+        return fp_mul_sub_lazy(a, b, c, d);
+    }
+    static DEV Fp canon(const Fp& a) { return fp_canon(a); }
+#else
     static DEV bool is_zero(const Fp& a) { return fe_is_zero<FpTag>(a); }
     static DEV bool eq(const Fp& a, const Fp& b) { return fe_eq<FpTag>(a, b); }
     static DEV Fp add(const Fp& a, const Fp& b) { return fe_add<FpTag>(a, b); }
@@ -66,6 +89,11 @@ struct Coord<Fp> {
     static DEV Fp neg(const Fp& a) { return fe_neg<FpTag>(a); }
     static DEV Fp mul(const Fp& a, const Fp& b) { return fe_mul<FpTag>(a, b); }
     static DEV Fp sqr(const Fp& a) { return fe_sqr<FpTag>(a); }
+    static DEV Fp mul_sub(const Fp& a, const Fp& b, const Fp& c, const Fp& d) {
+        return fe_sub<FpTag>(fe_mul<FpTag>(a, b), fe_mul<FpTag>(c, d));
+    }
+    static DEV Fp canon(const Fp& a) { return a; }
+#endif
     static DEV Fp load(const u32* base) { return load_fp(base); }
     static DEV void store(u32* base, const Fp& x) { store_fp(base, x); }
 };
@@ -75,6 +103,22 @@ struct Coord<Fp2> {
     static const int LIMBS = 24;
     static DEV Fp2 zero() { return fp2_zero(); }
     static DEV Fp2 one() { return fp2_one(); }
+#if defined(C2Q_LAZY_CHAINS)
+    static DEV bool is_zero(const Fp2& a) { return fp2_is_zero_lazy(a); }
+    static DEV bool eq(const Fp2& a, const Fp2& b) { return fp2_eq_lazy(a, b); }
+    static DEV Fp2 add(const Fp2& a, const Fp2& b) { return fp2_add_lazy(a, b); }
+    static DEV Fp2 sub(const Fp2& a, const Fp2& b) { return fp2_sub_lazy(a, b); }
+    static DEV Fp2 dbl(const Fp2& a) { return fp2_add_lazy(a, a); }
+    static DEV Fp2 neg(const Fp2& a) { return fp2_neg_lazy(a); }
+    static DEV Fp2 mul(const Fp2& a, const Fp2& b) { return fp2_mul_lazy(a, b); }
+    static DEV Fp2 sqr(const Fp2& a) { return fp2_sqr_lazy(a); }
+    // Two products, each with its own reductions: one shared across both would have to reduce
+    // values up to 16p², beyond p·R.
+    static DEV Fp2 mul_sub(const Fp2& a, const Fp2& b, const Fp2& c, const Fp2& d) {
+        return fp2_sub_lazy(fp2_mul_lazy(a, b), fp2_mul_lazy(c, d));
+    }
+    static DEV Fp2 canon(const Fp2& a) { return fp2_canon(a); }
+#else
     static DEV bool is_zero(const Fp2& a) { return fp2_is_zero(a); }
     static DEV bool eq(const Fp2& a, const Fp2& b) { return fp2_eq(a, b); }
     static DEV Fp2 add(const Fp2& a, const Fp2& b) { return fp2_add(a, b); }
@@ -83,6 +127,11 @@ struct Coord<Fp2> {
     static DEV Fp2 neg(const Fp2& a) { return fp2_neg(a); }
     static DEV Fp2 mul(const Fp2& a, const Fp2& b) { return fp2_mul(a, b); }
     static DEV Fp2 sqr(const Fp2& a) { return fp2_sqr(a); }
+    static DEV Fp2 mul_sub(const Fp2& a, const Fp2& b, const Fp2& c, const Fp2& d) {
+        return fp2_sub(fp2_mul(a, b), fp2_mul(c, d));
+    }
+    static DEV Fp2 canon(const Fp2& a) { return a; }
+#endif
     static DEV Fp2 load(const u32* base) {
         Fp2 r;
         r.c0 = load_fp(base);
@@ -164,7 +213,7 @@ EC_FN Xyzz<F> xyzz_dbl(Xyzz<F> p) {
     F m = K::add(K::dbl(x2), x2);
     Xyzz<F> r;
     r.x = K::sub(K::sqr(m), K::dbl(s));
-    r.y = K::sub(K::mul(m, K::sub(s, r.x)), K::mul(w, p.y));
+    r.y = K::mul_sub(m, K::sub(s, r.x), w, p.y);
     r.zz = K::mul(v, p.zz);
     r.zzz = K::mul(w, p.zzz);
     return r;
@@ -182,7 +231,7 @@ EC_FN Xyzz<F> xyzz_dbl_affine(F x, F y) {
     F m = K::add(K::dbl(x2), x2);
     Xyzz<F> r;
     r.x = K::sub(K::sqr(m), K::dbl(s));
-    r.y = K::sub(K::mul(m, K::sub(s, r.x)), K::mul(w, y));
+    r.y = K::mul_sub(m, K::sub(s, r.x), w, y);
     r.zz = v;
     r.zzz = w;
     return r;
@@ -214,7 +263,7 @@ EC_FN Xyzz<F> xyzz_add_affine(Xyzz<F> p, F x, F y) {
     F q = K::mul(p.x, pp);
     Xyzz<F> r;
     r.x = K::sub(K::sub(K::sqr(rr), ppp), K::dbl(q));
-    r.y = K::sub(K::mul(rr, K::sub(q, r.x)), K::mul(p.y, ppp));
+    r.y = K::mul_sub(rr, K::sub(q, r.x), p.y, ppp);
     r.zz = K::mul(p.zz, pp);
     r.zzz = K::mul(p.zzz, ppp);
     return r;
@@ -249,7 +298,7 @@ EC_FN Xyzz<F> xyzz_add_inline(Xyzz<F> p, Xyzz<F> q) {
     F q1 = K::mul(u1, pp);
     Xyzz<F> r;
     r.x = K::sub(K::sub(K::sqr(rr), ppp), K::dbl(q1));
-    r.y = K::sub(K::mul(rr, K::sub(q1, r.x)), K::mul(s1, ppp));
+    r.y = K::mul_sub(rr, K::sub(q1, r.x), s1, ppp);
     r.zz = K::mul(K::mul(p.zz, q.zz), pp);
     r.zzz = K::mul(K::mul(p.zzz, q.zzz), ppp);
     return r;
@@ -300,9 +349,10 @@ EC_FN Jacobian<F> xyzz_to_jacobian(Xyzz<F> p) {
     }
     F zzz2 = K::sqr(p.zzz);
     F zz2 = K::sqr(p.zz);
-    j.z = K::mul(p.zz, p.zzz);
-    j.x = K::mul(K::mul(p.x, p.zz), zzz2);
-    j.y = K::mul(K::mul(p.y, K::mul(zz2, p.zz)), zzz2);
+    // Canonical: these go to the host.
+    j.z = K::canon(K::mul(p.zz, p.zzz));
+    j.x = K::canon(K::mul(K::mul(p.x, p.zz), zzz2));
+    j.y = K::canon(K::mul(K::mul(p.y, K::mul(zz2, p.zz)), zzz2));
     return j;
 }
 

@@ -294,6 +294,20 @@ DEV Fe<T> reduce_once_ptx(X x) {
     return d;
 }
 
+// The end of a Montgomery product whose value t (N + 1 words, the top one zero) is below 2m:
+// reduced to [0, m) by one conditional subtraction, or (REDUCE = false) returned as it is.
+template <class T, bool REDUCE>
+DEV Fe<T> fe_mul_end(const u32 (&t)[T::N + 1]) {
+    if constexpr (REDUCE) {
+        return reduce_once_ptx<T>([&](int i) { return t[i]; });
+    } else {
+        Fe<T> r;
+#pragma unroll
+        for (int i = 0; i < T::N; i++) r.v[i] = t[i];
+        return r;
+    }
+}
+
 // a + b mod m (both < m).
 template <class T>
 DEV Fe<T> fe_add_ptx(const Fe<T>& a, const Fe<T>& b) {
@@ -328,7 +342,12 @@ DEV Fe<T> fe_sub_ptx(const Fe<T>& a, const Fe<T>& b) {
 // words, and t + a·b_i + m·p < 2m + 2^33·m < 2^(32N+32): it always fits in N + 1 words. So no
 // chain carries out of the top word, and no (N+2)-th word is kept (the "no-carry" CIOS
 // condition, top word of the modulus below 2^31 − 1, holds for r and p).
-template <class T>
+//
+// REDUCE = false leaves out the final subtraction, for the lazy products of Fp (below): the
+// result is then t = (a·b + M·m)/R < a·b/R + m (M < R, the sum of the word multiples of m), and
+// the running value stays below a + m (it is less than (t + (a + m)(2^32 − 1))/2^32 after each
+// word), so an operand a up to 4m still fits N + 1 words when 5m < 2^(32N), as for p.
+template <class T, bool REDUCE = true>
 DEV Fe<T> fe_mul_ptx(const Fe<T>& a, const Fe<T>& b) {
     const int N = T::N;
     u32 t[N + 1];
@@ -359,8 +378,7 @@ DEV Fe<T> fe_mul_ptx(const Fe<T>& a, const Fe<T>& b) {
         for (int j = 0; j < N; j++) t[j] = t[j + 1];
         t[N] = 0;
     }
-    // t < 2m: one conditional subtraction.
-    return reduce_once_ptx<T>([&](int i) { return t[i]; });
+    return fe_mul_end<T, REDUCE>(t);
 }
 
 // t (N + 1 words) += x·y (x given by word, y one word), with 64-bit products: the products of
@@ -405,8 +423,8 @@ DEV void mul_word_set(u32 (&t)[T::N + 1], X x, u32 y) {
 // high multiply-adds: half the multiply instructions, a few more additions. On an H200 the
 // high-half multiply-add (IMAD.HI) issues at half rate and kept the multiplier pipe the busiest
 // (86 %); this form runs the G1 MSM 8 % and the NTT 4 % faster, so it is the default
-// (C2Q_MUL_WIDE=0 selects fe_mul_ptx, for comparison).
-template <class T>
+// (C2Q_MUL_WIDE=0 selects fe_mul_ptx, for comparison). REDUCE as in fe_mul_ptx.
+template <class T, bool REDUCE = true>
 DEV Fe<T> fe_mul_wide(const Fe<T>& a, const Fe<T>& b) {
     const int N = T::N;
     u32 t[N + 1];
@@ -421,7 +439,7 @@ DEV Fe<T> fe_mul_wide(const Fe<T>& a, const Fe<T>& b) {
         for (int j = 0; j < N; j++) t[j] = t[j + 1];
         t[N] = 0;
     }
-    return reduce_once_ptx<T>([&](int i) { return t[i]; });
+    return fe_mul_end<T, REDUCE>(t);
 }
 
 // Squaring with 64-bit products (IMAD.WIDE): each cross product a_i·a_j (i < j) is computed
@@ -430,7 +448,8 @@ DEV Fe<T> fe_mul_wide(const Fe<T>& a, const Fe<T>& b) {
 // Montgomery-reduced (SOS: Koç, Acar, Kaliski 1996): its low N words are divided by R through N
 // word reductions as in fe_mul_wide, which leaves at most m, and its high N words (below m,
 // since a² < m·R) are added, so one conditional subtraction gives the same fully reduced value
-// as fe_mul.
+// as fe_mul. The square (fe_sqr_raw) and the reduction (fe_redc_wide) are separate functions:
+// the reduction also serves products summed before they are reduced (fe_mul_raw, below).
 
 // s[OFF .. OFF + L] += x·y (x given by its L words, y one word), as in mul_word_add: the
 // products of the even words of x do not overlap one another, nor do those of the odd words, so
@@ -491,8 +510,9 @@ DEV void sqr_cross_rows(u32 (&s)[2 * T::N], const Fe<T>& a) {
     }
 }
 
+// The 2N-word square a², no reduction.
 template <class T>
-DEV Fe<T> fe_sqr_wide(const Fe<T>& a) {
+DEV void fe_sqr_raw(u32 (&p)[2 * T::N], const Fe<T>& a) {
     const int N = T::N;
     u32 s[2 * N];
 #pragma unroll
@@ -501,15 +521,42 @@ DEV Fe<T> fe_sqr_wide(const Fe<T>& a) {
     // The squares a_k² fill the 2N words two by two. The cross sum is doubled by a one-bit shift
     // across words, no carry chain (its top bit is clear: twice it is below a² < 2^(64N)), and
     // added to them; s[0] is empty (the cross products start at word 1).
-    u32 p[2 * N];
 #pragma unroll
     for (int k = 0; k < N; k++) PTX_MULWIDE(p[2 * k], p[2 * k + 1], a.v[k], a.v[k]);
     PTX_ADD_CC(p[1], p[1], s[1] << 1);
 #pragma unroll
     for (int k = 2; k < 2 * N - 1; k++) PTX_ADDC_CC(p[k], p[k], (s[k] << 1) | (s[k - 1] >> 31));
     PTX_ADDC(p[2 * N - 1], p[2 * N - 1], (s[2 * N - 1] << 1) | (s[2 * N - 2] >> 31));
-    // The low half through N word reductions, as in fe_mul_wide: (p_lo + q·m)/R with p_lo and q
-    // below R is at most m.
+}
+
+// The 2N-word product a·b, no reduction (SOS's first half), row by row: row i adds a·b_i at
+// word i. Rows 0 .. i − 1 sum to a·(b mod 2^(32i)) < 2^(32(N+i)), so row i's top word, N + i, is
+// still empty, and with row i the sum stays below 2^(32(N+i+1)): nothing carries past that word.
+template <class T, int I>
+DEV void mul_rows(u32 (&p)[2 * T::N], const Fe<T>& a, const Fe<T>& b) {
+    if constexpr (I < T::N) {
+        mul_row_add<I, T::N, I == 0>(p, [&](int j) { return a.v[j]; }, b.v[I]);
+        mul_rows<T, I + 1>(p, a, b);
+    }
+}
+
+template <class T>
+DEV void fe_mul_raw(u32 (&p)[2 * T::N], const Fe<T>& a, const Fe<T>& b) {
+    const int N = T::N;
+    // Row 0 writes words 0 .. N; the rows after it add into the words above.
+#pragma unroll
+    for (int k = N + 1; k < 2 * N; k++) p[k] = 0;
+    mul_rows<T, 0>(p, a, b);
+}
+
+// Montgomery reduction (SOS) of a 2N-word value P < m·R: P·R^-1 mod m, below 2m before the
+// final subtraction (REDUCE as in fe_mul_ptx). The low half goes through N word reductions as
+// in fe_mul_wide: (P_lo + q·m)/R with P_lo and q below R is at most m; the word multiples q
+// depend on the low words alone, so the high half, P_hi = floor(P/R) < m, is added after:
+// (P + q·m)/R = (P_lo + q·m)/R + P_hi < 2m.
+template <class T, bool REDUCE = true>
+DEV Fe<T> fe_redc_wide(const u32 (&p)[2 * T::N]) {
+    const int N = T::N;
     u32 t[N + 1];
 #pragma unroll
     for (int k = 0; k < N; k++) t[k] = p[k];
@@ -522,24 +569,32 @@ DEV Fe<T> fe_sqr_wide(const Fe<T>& a) {
         for (int j = 0; j < N; j++) t[j] = t[j + 1];
         t[N] = 0;
     }
-    // Plus the high half (below m): below 2m < 2^(32N), so no carry out of word N − 1.
+    // Plus the high half: below 2m < 2^(32N), so no carry out of word N − 1.
     PTX_ADD_CC(t[0], t[0], p[N]);
 #pragma unroll
     for (int k = 1; k < N - 1; k++) PTX_ADDC_CC(t[k], t[k], p[N + k]);
     PTX_ADDC(t[N - 1], t[N - 1], p[2 * N - 1]);
-    return reduce_once_ptx<T>([&](int i) { return t[i]; });
+    return fe_mul_end<T, REDUCE>(t);
+}
+
+// a² < m·R for a < m: the SOS reduction of the square ends below 2m.
+template <class T, bool REDUCE = true>
+DEV Fe<T> fe_sqr_wide(const Fe<T>& a) {
+    u32 p[2 * T::N];
+    fe_sqr_raw<T>(p, a);
+    return fe_redc_wide<T, REDUCE>(p);
 }
 
 #ifndef C2Q_MUL_WIDE
 #define C2Q_MUL_WIDE 1
 #endif
 
-template <class T>
+template <class T, bool REDUCE = true>
 DEV Fe<T> fe_mul_chains(const Fe<T>& a, const Fe<T>& b) {
 #if C2Q_MUL_WIDE
-    return fe_mul_wide<T>(a, b);
+    return fe_mul_wide<T, REDUCE>(a, b);
 #else
-    return fe_mul_ptx<T>(a, b);
+    return fe_mul_ptx<T, REDUCE>(a, b);
 #endif
 }
 #endif
@@ -636,6 +691,201 @@ __device__ __noinline__ Fp fp_sqr_call(Fp a) {
 template <>
 DEV Fp fe_sqr<FpTag>(const Fp& a) {
     return fp_sqr_call(a);
+}
+#endif
+#endif
+
+// Lazy reduction in Fp (C2Q_LAZY=1; 0, the default, keeps every value fully reduced).
+//
+// The group law (curve.cuh's Coord<Fp>, fp2.cuh's lazy Fp2) then keeps its Fp values below 2p
+// instead of p, so that products end without their conditional subtraction. It rests on p's
+// headroom: p < 2^381, so 8p < R = 2^384. A Montgomery reduction of T (CIOS or SOS) gives
+// (T + M·p)/R with M < R, a value below T/R + p, which is below 2p whenever T < p·R. Hence:
+// - a product a·b of a < 4p and b < 2p: T < 8p² < p·R, the result is below 2p;
+// - a square of a < 2p: T < 4p², below 2p;
+// - a sum of two values below 2p is below 4p < 2^383 (12 limbs, no carry out): it is either
+//   brought below 2p by a conditional subtraction of 2p (fp_add_lazy), or left as it is as the
+//   "< 4p" operand of a product (fp_add_raw);
+// - a difference a − b of values below 2p lies in (−2p, 2p): adding 2p when it borrows puts it
+//   in [0, 2p) (fp_sub_lazy);
+// - a·b − c·d of values below 2p is one reduction of T = a·b + c·(2p − d), two unreduced
+//   products (0 < 2p − d ≤ 2p): 0 ≤ T < 4p² + 4p² = 8p² < p·R, so the result is below 2p.
+// A value x below 2p is ≡ 0 when x = 0 or x = p (fp_is_zero_lazy), and fp_canon gives the
+// canonical x mod p: values that leave the group law (for the host, or to be compared) go
+// through it. Fr (r < 2^255, no room) and the NTT are untouched. Only the carry-chain builds
+// have the lazy forms; the plain C++ fallback keeps full reduction.
+#ifndef C2Q_LAZY
+#define C2Q_LAZY 0
+#endif
+#if defined(C2Q_CARRY_CHAINS) && C2Q_LAZY
+#define C2Q_LAZY_CHAINS 1
+#define C2Q_FP_MOD2 0xffff5556, 0x73fdffff, 0x62a7ffff, 0x3d57fffd, 0xed61ec48, 0xce61a541, \
+                    0xe70a257e, 0xc8ee9709, 0x869759ae, 0x96374f6c, 0x72ffcd34, 0x340223d4
+
+// 2p, word i.
+DEV constexpr u32 fp_2p(int i) {
+    constexpr u32 m[12] = {C2Q_FP_MOD2};
+    return m[i];
+}
+
+// x − 2p when x ≥ 2p, else x (for x < 4p).
+DEV Fp fp_reduce_2p(const Fp& x) {
+    Fp d;
+    PTX_SUB_CC(d.v[0], x.v[0], fp_2p(0));
+#pragma unroll
+    for (int i = 1; i < 12; i++) PTX_SUBC_CC(d.v[i], x.v[i], fp_2p(i));
+    u32 borrow;
+    PTX_SUBC(borrow, 0u, 0u);
+    // borrow = all ones when x < 2p: keep x.
+#pragma unroll
+    for (int i = 0; i < 12; i++) d.v[i] = borrow ? x.v[i] : d.v[i];
+    return d;
+}
+
+// a + b for a, b < 2p, not reduced: below 4p, for a product's first operand.
+DEV Fp fp_add_raw(const Fp& a, const Fp& b) {
+    Fp s;
+    PTX_ADD_CC(s.v[0], a.v[0], b.v[0]);
+#pragma unroll
+    for (int i = 1; i < 12; i++) PTX_ADDC_CC(s.v[i], a.v[i], b.v[i]);
+    return s;
+}
+
+// a + b for a, b < 2p: below 2p.
+DEV Fp fp_add_lazy(const Fp& a, const Fp& b) {
+    return fp_reduce_2p(fp_add_raw(a, b));
+}
+
+// a − b for a, b < 2p: in [0, 2p).
+DEV Fp fp_sub_lazy(const Fp& a, const Fp& b) {
+    Fp d, r;
+    PTX_SUB_CC(d.v[0], a.v[0], b.v[0]);
+#pragma unroll
+    for (int i = 1; i < 12; i++) PTX_SUBC_CC(d.v[i], a.v[i], b.v[i]);
+    u32 mask;
+    PTX_SUBC(mask, 0u, 0u);
+    PTX_ADD_CC(r.v[0], d.v[0], fp_2p(0) & mask);
+#pragma unroll
+    for (int i = 1; i < 12; i++) PTX_ADDC_CC(r.v[i], d.v[i], fp_2p(i) & mask);
+    return r;
+}
+
+DEV Fp fp_neg_lazy(const Fp& a) {
+    return fp_sub_lazy(fe_zero<FpTag>(), a);
+}
+
+// The canonical value of x < 2p.
+DEV Fp fp_canon(const Fp& x) {
+    return reduce_once_ptx<FpTag>([&](int i) { return x.v[i]; });
+}
+
+// x ≡ 0 for x < 2p: x = 0 or x = p.
+DEV bool fp_is_zero_lazy(const Fp& x) {
+    u32 zero = 0, mod = 0;
+#pragma unroll
+    for (int i = 0; i < 12; i++) {
+        zero |= x.v[i];
+        mod |= x.v[i] ^ FpTag::mod(i);
+    }
+    return zero == 0 || mod == 0;
+}
+
+DEV bool fp_eq_lazy(const Fp& a, const Fp& b) {
+    return fp_is_zero_lazy(fp_sub_lazy(a, b));
+}
+
+// S = P + Q for multi-word values whose sum fits S words.
+template <int S>
+DEV void wide_sum(u32 (&s)[S], const u32 (&p)[S], const u32 (&q)[S]) {
+    PTX_ADD_CC(s[0], p[0], q[0]);
+#pragma unroll
+    for (int k = 1; k < S - 1; k++) PTX_ADDC_CC(s[k], p[k], q[k]);
+    PTX_ADDC(s[S - 1], p[S - 1], q[S - 1]);
+}
+
+// P += Q, the same.
+template <int S>
+DEV void wide_add(u32 (&p)[S], const u32 (&q)[S]) {
+    wide_sum(p, p, q);
+}
+
+// P −= Q, modulo 2^(32·S).
+template <int S>
+DEV void wide_sub(u32 (&p)[S], const u32 (&q)[S]) {
+    PTX_SUB_CC(p[0], p[0], q[0]);
+#pragma unroll
+    for (int k = 1; k < S - 1; k++) PTX_SUBC_CC(p[k], p[k], q[k]);
+    PTX_SUBC(p[S - 1], p[S - 1], q[S - 1]);
+}
+
+// a·b·R^-1 for a < 4p, b < 2p: below 2p (the bounds above; the product forms' running value
+// stays below a + p < 5p, see fe_mul_ptx).
+DEV Fp fp_mul_lazy_inline(const Fp& a, const Fp& b) {
+    return fe_mul_chains<FpTag, false>(a, b);
+}
+
+// (a·b − c·d)·R^-1 for a, b, c, d < 2p, with one reduction: T = a·b + c·(2p − d) < 8p² < p·R
+// (0 < 2p − d ≤ 2p), below 2p.
+DEV Fp fp_mul_sub_lazy_inline(const Fp& a, const Fp& b, const Fp& c, const Fp& d) {
+    Fp nd;
+    PTX_SUB_CC(nd.v[0], fp_2p(0), d.v[0]);
+#pragma unroll
+    for (int i = 1; i < 11; i++) PTX_SUBC_CC(nd.v[i], fp_2p(i), d.v[i]);
+    PTX_SUBC(nd.v[11], fp_2p(11), d.v[11]);
+    u32 ab[24], cd[24];
+    fe_mul_raw<FpTag>(ab, a, b);
+    fe_mul_raw<FpTag>(cd, c, nd);
+    wide_add(ab, cd);
+    return fe_redc_wide<FpTag, false>(ab);
+}
+
+#if defined(__CUDACC__) && !C2Q_FP_INLINE
+// Shared out-of-line copies, as fp_mul_call.
+__device__ __noinline__ Fp fp_mul_lazy_call(Fp a, Fp b) {
+    return fp_mul_lazy_inline(a, b);
+}
+
+__device__ __noinline__ Fp fp_mul_sub_lazy_call(Fp a, Fp b, Fp c, Fp d) {
+    return fp_mul_sub_lazy_inline(a, b, c, d);
+}
+
+DEV Fp fp_mul_lazy(const Fp& a, const Fp& b) {
+    return fp_mul_lazy_call(a, b);
+}
+
+DEV Fp fp_mul_sub_lazy(const Fp& a, const Fp& b, const Fp& c, const Fp& d) {
+    return fp_mul_sub_lazy_call(a, b, c, d);
+}
+
+#if defined(C2Q_SQR_WIDE)
+__device__ __noinline__ Fp fp_sqr_lazy_call(Fp a) {
+    return fe_sqr_wide<FpTag, false>(a);
+}
+
+// a² for a < 2p: below 2p.
+DEV Fp fp_sqr_lazy(const Fp& a) {
+    return fp_sqr_lazy_call(a);
+}
+#else
+DEV Fp fp_sqr_lazy(const Fp& a) {
+    return fp_mul_lazy(a, a);
+}
+#endif
+#else
+DEV Fp fp_mul_lazy(const Fp& a, const Fp& b) {
+    return fp_mul_lazy_inline(a, b);
+}
+
+DEV Fp fp_mul_sub_lazy(const Fp& a, const Fp& b, const Fp& c, const Fp& d) {
+    return fp_mul_sub_lazy_inline(a, b, c, d);
+}
+
+DEV Fp fp_sqr_lazy(const Fp& a) {
+#if defined(C2Q_SQR_WIDE)
+    return fe_sqr_wide<FpTag, false>(a);
+#else
+    return fp_mul_lazy_inline(a, a);
+#endif
 }
 #endif
 #endif

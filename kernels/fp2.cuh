@@ -93,4 +93,99 @@ DEV Fp2 fp2_inv(const Fp2& a) {
     return r;
 }
 
+
+#if defined(C2Q_LAZY_CHAINS)
+// The lazy forms (C2Q_LAZY=1, field.cuh): both coordinates below 2p in and out, bounds as
+// there. The group law in G2 uses these; the functions above stay fully reduced.
+
+DEV Fp2 fp2_add_lazy(const Fp2& a, const Fp2& b) {
+    return {fp_add_lazy(a.c0, b.c0), fp_add_lazy(a.c1, b.c1)};
+}
+
+DEV Fp2 fp2_sub_lazy(const Fp2& a, const Fp2& b) {
+    return {fp_sub_lazy(a.c0, b.c0), fp_sub_lazy(a.c1, b.c1)};
+}
+
+DEV Fp2 fp2_neg_lazy(const Fp2& a) {
+    return {fp_neg_lazy(a.c0), fp_neg_lazy(a.c1)};
+}
+
+DEV Fp2 fp2_canon(const Fp2& a) {
+    return {fp_canon(a.c0), fp_canon(a.c1)};
+}
+
+DEV bool fp2_is_zero_lazy(const Fp2& a) {
+    return fp_is_zero_lazy(a.c0) && fp_is_zero_lazy(a.c1);
+}
+
+DEV bool fp2_eq_lazy(const Fp2& a, const Fp2& b) {
+    return fp2_is_zero_lazy(fp2_sub_lazy(a, b));
+}
+
+// 4p², word i: added to a0·b0 − a1·b1 (which is above −4p²) to keep it non-negative.
+DEV constexpr u32 fp_4pp(int i) {
+    constexpr u32 m[24] = {0x71c638e4, 0x9aa80000, 0xd8e0baac, 0xf3b5ac75, 0x8844f3f5,
+                           0x58b0ce0d, 0xf9c6dd0c, 0x9afe47b4, 0xc2468125, 0xa4ba16a1,
+                           0x186171ec, 0x75a18672, 0x25e3bc04, 0xd4c524cc, 0x5b7729bb,
+                           0x4298b3f4, 0xd27a2f41, 0x9b967924, 0x39c11ad1, 0x8b724394,
+                           0x88bc97a7, 0x2f49e3aa, 0xe30d7f1d, 0x0a90de92};
+    return m[i];
+}
+
+// Karatsuba as in fp2_mul, with the three 24-word products left unreduced and each coordinate
+// reduced once (three products and two reductions instead of three of each); a, b < 2p:
+//   c1 = (a0 + a1)(b0 + b1) − a0·b0 − a1·b1 = a0·b1 + a1·b0: the subtractions never go below
+//        zero, and the value is below 2·(2p)² = 8p² < p·R (the sums, below 4p, are not reduced;
+//        their product, below 16p², fits 24 words);
+//   c0 = a0·b0 − a1·b1 + 4p²: in (0, 8p²), since each product is below 4p² (the difference
+//        may wrap around 2^768 on the way; the sum with 4p² is exact).
+// Both reductions end below 2p.
+//
+// In the order that keeps the fewest words live: c0 is reduced before the third product.
+DEV Fp2 fp2_mul_lazy_inline(const Fp2& a, const Fp2& b) {
+    const Fp sa = fp_add_raw(a.c0, a.c1), sb = fp_add_raw(b.c0, b.c1);
+    u32 t0[24], t1[24], s[24], t2[24];
+    fe_mul_raw<FpTag>(t0, a.c0, b.c0);
+    fe_mul_raw<FpTag>(t1, a.c1, b.c1);
+    // s = a0·b0 + a1·b1 for c1; t0 = a0·b0 − a1·b1 + 4p² for c0.
+    wide_sum(s, t0, t1);
+    wide_sub(t0, t1);
+    PTX_ADD_CC(t0[0], t0[0], fp_4pp(0));
+#pragma unroll
+    for (int k = 1; k < 23; k++) PTX_ADDC_CC(t0[k], t0[k], fp_4pp(k));
+    PTX_ADDC(t0[23], t0[23], fp_4pp(23));
+    Fp2 r;
+    r.c0 = fe_redc_wide<FpTag, false>(t0);
+    fe_mul_raw<FpTag>(t2, sa, sb);
+    wide_sub(t2, s);
+    r.c1 = fe_redc_wide<FpTag, false>(t2);
+    return r;
+}
+
+#if defined(__CUDACC__) && !C2Q_FP_INLINE
+// One shared out-of-line copy, as fp_mul_call: the G2 group law has a dozen Fp2 products.
+__device__ __noinline__ Fp2 fp2_mul_lazy_call(Fp2 a, Fp2 b) {
+    return fp2_mul_lazy_inline(a, b);
+}
+
+DEV Fp2 fp2_mul_lazy(const Fp2& a, const Fp2& b) {
+    return fp2_mul_lazy_call(a, b);
+}
+#else
+DEV Fp2 fp2_mul_lazy(const Fp2& a, const Fp2& b) {
+    return fp2_mul_lazy_inline(a, b);
+}
+#endif
+
+// (a0 + a1)(a0 − a1) + 2·a0·a1·u as in fp2_sqr, the sum unreduced (below 4p, the product's
+// first operand): two lazy Fp products.
+DEV Fp2 fp2_sqr_lazy(const Fp2& a) {
+    Fp2 r;
+    r.c0 = fp_mul_lazy(fp_add_raw(a.c0, a.c1), fp_sub_lazy(a.c0, a.c1));
+    Fp t = fp_mul_lazy(a.c0, a.c1);
+    r.c1 = fp_add_lazy(t, t);
+    return r;
+}
+#endif
+
 #endif

@@ -117,7 +117,8 @@ DEV void gen_points_impl(u32* out, u64 n, const u32* t1, const u32* t2, u32 tlog
         acc = K::mul(acc, d);
         prefix[k] = acc;
     }
-    F inv = coord_inv(acc);
+    // The inversion (fe_* arithmetic, field.cuh) takes a canonical value.
+    F inv = coord_inv(K::canon(acc));
     for (u32 k = count; k-- > 0;) {
         u64 i = first + k;
         const u32* a = t1 + (i & mask) * P;
@@ -139,8 +140,9 @@ DEV void gen_points_impl(u32* out, u64 n, const u32* t1, const u32* t2, u32 tlog
         F lambda = K::mul(K::sub(y2, y1), dinv);
         F x3 = K::sub(K::sub(K::sqr(lambda), x1), x2);
         F y3 = K::sub(K::mul(lambda, K::sub(x1, x3)), y1);
-        put_coord(o, x3);
-        put_coord(o + L, y3);
+        // Canonical, as every input point is (K may leave values below 2p: curve.cuh).
+        put_coord(o, K::canon(x3));
+        put_coord(o + L, K::canon(y3));
     }
 }
 

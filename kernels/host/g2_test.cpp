@@ -161,7 +161,8 @@ static Affine<F> jac_to_affine(const Jacobian<F>& p) {
     typedef Coord<F> K;
     if (jac_is_inf(p)) return {K::zero(), K::zero()};
     F zi = invert(p.z), zi2 = K::sqr(zi);
-    return {K::mul(p.x, zi2), K::mul(p.y, K::mul(zi2, zi))};
+    // Canonical, as the host's points are (with C2Q_LAZY=1, K's results may not be).
+    return {K::canon(K::mul(p.x, zi2)), K::canon(K::mul(p.y, K::mul(zi2, zi)))};
 }
 
 // k·P for a canonical k, double-and-add from the top bit.
@@ -213,6 +214,17 @@ static Jacobian<F> jacobian_at(const Buf& b, size_t i) {
 
 static unsigned grid_for(size_t threads, unsigned block) {
     return (unsigned)((threads + block - 1) / block);
+}
+
+// Whether every Fp in a buffer of coordinates (12 words each) is below p: what the host reads
+// must be canonical, also where the kernels keep values below 2p in between (C2Q_LAZY=1).
+static bool canonical(const Buf& b) {
+    for (size_t at = 0; at + 12 <= b.size(); at += 12) {
+        int i = 11;
+        while (i > 0 && b[at + i] == FpTag::mod(i)) i--;
+        if (b[at + i] >= FpTag::mod(i)) return false;
+    }
+    return true;
 }
 
 // The kernels' entry points for one group.
@@ -285,6 +297,7 @@ template <class G>
 static Buf to_jacobians(const Buf& xyzz, u32 n) {
     Buf out((size_t)n * Layout<typename G::F>::JACOBIAN);
     emu_launch(grid_for(n, 32), 32, [&] { G::to_jacobian(xyzz.data(), n, out.data()); });
+    check(canonical(out), "Jacobian points for the host are canonical");
     return out;
 }
 
@@ -483,7 +496,7 @@ static void gen_checks(std::mt19937_64& rng, const Affine<F>& g,
         t2[j] = jac_to_affine(jac_mul(jg, k2));
     }
     t2[1] = t1[1];                                   // T1 = T2: kept as T1
-    t2[2] = {t1[2].x, Coord<F>::neg(t1[2].y)};       // T1 = −T2: kept as T1
+    t2[2] = {t1[2].x, Coord<F>::canon(Coord<F>::neg(t1[2].y))};  // T1 = −T2: kept as T1
     const u32 n = t * t + 5;
     Buf b1 = to_buffer(t1), b2 = to_buffer(t2), out((size_t)n * Layout<F>::AFFINE);
     const u32 threads = (n + GEN_BATCH - 1) / GEN_BATCH;
@@ -501,6 +514,7 @@ static void gen_checks(std::mt19937_64& rng, const Affine<F>& g,
              on_curve(want);
     }
     check(ok, Coord<F>::LIMBS == 12 ? "gen_points in G1" : "gen_points in G2");
+    check(canonical(out), "gen_points' points are canonical");
 }
 
 int main() {
