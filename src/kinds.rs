@@ -183,7 +183,8 @@ pub fn porep_estimate(sector_size: u64, partitions: u64, in_flight: u64) -> Esti
     // filecoin-proofs v19 parameters; unknown sizes get the next larger row. 32 GiB and 64 GiB
     // sectors have the same circuit (130,278,869 constraints): ~47.4 GB of points and 7.3 GB of
     // recorded constraints on the host (50.9 GiB together), and per full-size partition its
-    // witness (4.2 GB) plus, where A, B, C are made on the CPU, its evaluations (12.5 GB).
+    // witness (4.2 GB) plus, where A, B, C are made on the CPU, its evaluations (12.5 GB) and
+    // its aux values' compact form until the start (0.1 GB): 15.7 GiB.
     // Measured through the pipeline on one H200:
     // - products on the CPU (ops/bench/gpu-2026-12-01-h.md): peak RSS 77.3 GB at 32 GiB and
     //   77.6 GB at 64 GiB, against the 100 GiB this reserves for one GPU;

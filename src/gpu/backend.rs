@@ -791,7 +791,9 @@ fn queries_on_device(
     aux: &DevBuf<u32>,
     lens: [usize; 3],
 ) -> Result<[DevBuf<u32>; 2]> {
-    let select = |len: usize, inputs: &[Fr], density: &Density| -> Result<DevBuf<u32>> {
+    // Each query's device density is returned beside its scalars, so that it outlives the
+    // selection queued over it (a freed buffer may be handed to the next allocation at once).
+    let select = |len: usize, inputs: &[Fr], density: &Density| {
         let out = gpu.alloc::<u32>(len.max(1) * FR_LIMBS)?;
         gpu.upload(&out, 0, scalars_as_limbs(inputs))?;
         let density = DeviceDensity::upload(gpu, density)?;
@@ -802,13 +804,13 @@ fn queries_on_device(
             density.count()
         );
         density.select(gpu, aux, &out, inputs.len())?;
-        Ok(out)
+        Ok::<_, anyhow::Error>((out, density))
     };
-    let a = select(lens[1], &witness.input, &witness.a_aux_density)?;
+    let (a, a_density) = select(lens[1], &witness.input, &witness.a_aux_density)?;
     let b_inputs = witness.b_input_density.select(&witness.input);
-    let b = select(lens[2], &b_inputs, &witness.b_aux_density)?;
-    // The densities' device copies are freed on return; the selections are queued before.
+    let (b, b_density) = select(lens[2], &b_inputs, &witness.b_aux_density)?;
     gpu.sync_lane(Lane::Main)?;
+    drop((a_density, b_density));
     Ok([a, b])
 }
 
