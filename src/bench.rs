@@ -73,7 +73,7 @@ impl BenchProof {
     }
 
     /// Shape-only job number `k` of this proof, and its sector size.
-    fn shape_only_job(&self, k: u64) -> Result<(Arc<dyn ProofJob>, u64)> {
+    pub(crate) fn shape_only_job(&self, k: u64) -> Result<(Arc<dyn ProofJob>, u64)> {
         Ok(match *self {
             BenchProof::Porep(proof) => {
                 let shape = porep::shape::generate(proof, 1000, k, k, &|_, _| {})?;

@@ -13,15 +13,18 @@ use rand_chacha::ChaCha8Rng;
 use super::inputs::{gen_points, gen_scalars, porep_host, GenGroup};
 use super::report::print_devices;
 use crate::gpu::backend::{
-    start_peak_bytes, start_resident, CudaBackend, PointSets, Points, StartInput, StartPhases,
-    StreamedPhases,
+    device_start_peak_bytes, start_peak_bytes, start_resident, CudaBackend, PointSets, Points,
+    StartInput, StartPhases, StreamedPhases,
 };
 use crate::gpu::device::Gpu;
 use crate::gpu::limbs::{points_as_limbs_mut, FR_LIMBS};
+use crate::gpu::memory::DevBuf;
 use crate::gpu::memory::HostToDevice;
 use crate::gpu::msm::{msm, msm_shared};
 use crate::gpu::ntt::Ntt;
-use crate::groth16::{Backend, CompactValues, Density, Evaluations, Srs, Witness};
+use crate::gpu::products::DeviceR1cs;
+use crate::gpu::witness::expand_scratch_bytes;
+use crate::groth16::{Backend, CompactValues, Density, Evaluations, Multiexps, Srs, Witness};
 
 /// `c2q bench gpu`: MSM and NTT timings, and partition-shaped proving starts.
 #[derive(clap::Args, Debug, Clone)]
@@ -50,7 +53,18 @@ pub struct BenchGpuArgs {
     /// multiexp left to the CPU finalizer (as on a GPU without room for them).
     #[arg(long)]
     pub no_g2: bool,
-    /// Constraints of the partition-shaped run (default: a 32 GiB PoRep partition).
+    /// The proof whose partition the partition-shaped run proves, as the worker does: its real
+    /// recorded constraints (loaded from the parameter cache, or recorded there: minutes at
+    /// 32 GiB) and a shape-only partition's witness, A, B, C made on the GPU.
+    #[arg(long, default_value = "StackedDrg32GiBV1_1")]
+    pub partition_proof: String,
+    /// Time the partition-shaped start from host-made A, B, C instead (a synthetic PoRep-like
+    /// partition of `--partition-constraints`): the path of GPUs without room for the
+    /// constraints.
+    #[arg(long)]
+    pub host_products: bool,
+    /// Constraints of the synthetic partition (`--host-products`, `--streamed-gib`; default: a
+    /// 32 GiB PoRep partition).
     #[arg(long, default_value_t = 130_278_869)]
     pub partition_constraints: usize,
     /// Also time the partition-shaped start with its points in host memory, through a backend
@@ -80,12 +94,12 @@ pub fn bench_gpu(args: &BenchGpuArgs) -> Result<()> {
     }
     let mut partition = None;
     if !args.no_partition {
-        partition = Some(bench_partition(
-            gpu,
-            args.partition_constraints,
-            !args.no_g2,
-            &mut rng,
-        )?);
+        partition = Some(match args.host_products {
+            true => bench_partition(gpu, args.partition_constraints, !args.no_g2, &mut rng)?,
+            false => {
+                bench_partition_from_constraints(gpu, &args.partition_proof, !args.no_g2, &mut rng)?
+            }
+        });
     }
     let transfer = host_to_device(gpu)?;
     let mut streamed = None;
@@ -284,6 +298,9 @@ fn time_events(gpu: &Gpu, reps: usize, mut f: impl FnMut() -> Result<()>) -> Res
 /// Timings of one partition-shaped proving start.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct PartitionTiming {
+    /// Where A, B, C were made: "device" (from the recorded constraints, as the worker does)
+    /// or "host" (a synthetic partition's, copied over).
+    pub products: &'static str,
     pub constraints: usize,
     pub log_domain: u32,
     pub aux: usize,
@@ -302,13 +319,163 @@ pub struct PartitionTiming {
     pub device_estimate_bytes: usize,
 }
 
-/// Proving start for one partition of `constraints` constraints, PoRep-shaped (aux variables
-/// ≈ constraints, A density 99.6 %, B density 25.5 %, witness 51 % zeros and 47 % ones), with a
-/// random SRS made on the GPU. Timed end to end from host-resident a, b, c and witness, through
-/// the backend's own proving start, twice with fresh inputs: the process's first proving start
-/// (`first`: pinned staging buffers and host threads still cold) and the one after it, which
-/// is what a worker proving partition after partition pays (`phases`). With `b_g2`, the B
-/// query's G2 points are on the device too, and its B MSM sums them beside the G1 ones.
+/// A partition-shaped start's point sets, made on the GPU: H, L, A and B in G1 and, with
+/// `b_g2`, B in G2.
+struct PartitionPoints {
+    h: DevBuf<u32>,
+    l: DevBuf<u32>,
+    a: DevBuf<u32>,
+    b: DevBuf<u32>,
+    b2: Option<DevBuf<u32>>,
+}
+
+impl PartitionPoints {
+    /// `lens`: H, L, A and B points.
+    fn generate(gpu: &Gpu, lens: [usize; 4], b_g2: bool, rng: &mut ChaCha8Rng) -> Result<Self> {
+        Ok(PartitionPoints {
+            h: gen_points::<G1Projective>(gpu, lens[0], rng)?.0,
+            l: gen_points::<G1Projective>(gpu, lens[1], rng)?.0,
+            a: gen_points::<G1Projective>(gpu, lens[2], rng)?.0,
+            b: gen_points::<G1Projective>(gpu, lens[3], rng)?.0,
+            b2: match b_g2 {
+                true => Some(gen_points::<G2Projective>(gpu, lens[3], rng)?.0),
+                false => None,
+            },
+        })
+    }
+
+    fn sets(&self) -> PointSets<'_> {
+        PointSets {
+            h: Points::Device(&self.h),
+            l: Points::Device(&self.l),
+            a: Points::Device(&self.a),
+            b_g1: Points::Device(&self.b),
+            b_g2: self.b2.as_ref().map(Points::Device),
+        }
+    }
+}
+
+/// Two proving starts timed, `start(run, sets)` making each: the process's first (pinned
+/// staging buffers and host threads still cold) and the one after it, which is what a worker
+/// proving partition after partition pays. Returns both, and the device memory the second
+/// held at its peak besides what was allocated before it (the point sets, the NTT's tables,
+/// resident constraints). The sums are checked to be on the curve, so that nothing is
+/// optimised away unseen.
+fn two_starts(
+    gpu: &Gpu,
+    points: &PartitionPoints,
+    mut start: impl FnMut(u64, PointSets) -> Result<(Multiexps, StartPhases)>,
+) -> Result<(StartPhases, StartPhases, u64)> {
+    let mut runs = Vec::with_capacity(2);
+    let mut device_peak_bytes = 0;
+    for run in 0..2u64 {
+        let held = gpu.allocated();
+        gpu.reset_peak();
+        let (sums, phases) = start(run, points.sets())?;
+        device_peak_bytes = gpu.peak_allocated().saturating_sub(held);
+        let g2_ok = sums.b_g2.is_some() == points.b2.is_some()
+            && sums
+                .b_g2
+                .is_none_or(|p| bool::from(p.to_affine().is_on_curve()));
+        if !bool::from(
+            (sums.h + sums.l + sums.a + sums.b_g1)
+                .to_affine()
+                .is_on_curve(),
+        ) || !g2_ok
+        {
+            bail!("partition run produced a point off the curve");
+        }
+        eprintln!(
+            "partition: proving start {} of 2: {:.0} ms",
+            run + 1,
+            phases.total_ms
+        );
+        runs.push(phases);
+    }
+    let phases = runs.pop().context("no partition run")?;
+    let first = runs.pop().context("no first partition run")?;
+    Ok((first, phases, device_peak_bytes))
+}
+
+/// An NTT engine with its twiddle table for 2^log_n made: built once per process, not per
+/// partition.
+fn warm_ntt(gpu: &Gpu, log_n: u32) -> Result<Ntt> {
+    let mut ntt = Ntt::new();
+    let tiny = gpu.alloc_zeroed::<u32>((1usize << log_n) * FR_LIMBS)?;
+    ntt.forward(gpu, &tiny, log_n)?;
+    Ok(ntt)
+}
+
+/// Proving start for one partition of `proof` as the worker makes it: the circuit's recorded
+/// constraints (from the parameter cache, or recorded there) resident on the GPU, a shape-only
+/// partition's packed witness (the real structure, random values) expanded there, A, B, C
+/// made there, with a random SRS of the circuit's shape made on the GPU. Timed twice (see
+/// `two_starts`).
+fn bench_partition_from_constraints(
+    gpu: &Gpu,
+    proof: &str,
+    b_g2: bool,
+    rng: &mut ChaCha8Rng,
+) -> Result<PartitionTiming> {
+    let bench_proof = crate::bench::BenchProof::from_name(proof, false)?;
+    eprintln!("partition: a shape-only {proof} partition's witness and the circuit's constraints (recorded once into the parameter cache: minutes at 32 GiB) …");
+    let (job, _) = bench_proof.shape_only_job(1)?;
+    let packed = job.witness(0)?.packed();
+    let r1cs = job.r1cs()?;
+    let constraints = r1cs.constraints();
+    let domain = constraints.max(1).next_power_of_two();
+    let log_n = domain.trailing_zeros();
+    let lens = [
+        r1cs.aux,
+        r1cs.inputs + r1cs.a_aux_density.count(),
+        r1cs.b_input_density.count() + r1cs.b_aux_density.count(),
+    ];
+    eprintln!(
+        "partition: {constraints} constraints, domain 2^{log_n}, {} inputs, {} aux variables: generating points …",
+        r1cs.inputs, r1cs.aux
+    );
+    let t = Instant::now();
+    let points =
+        PartitionPoints::generate(gpu, [domain - 1, lens[0], lens[1], lens[2]], b_g2, rng)?;
+    let srs_gen_ms = t.elapsed().as_secs_f64() * 1e3;
+    let device_r1cs = DeviceR1cs::upload(gpu, &r1cs)?;
+    let mut ntt = warm_ntt(gpu, log_n)?;
+    let (first, phases, device_peak_bytes) = two_starts(gpu, &points, |_, sets| {
+        let input = StartInput::Device {
+            constraints: &device_r1cs,
+            witness: &packed,
+        };
+        start_resident(gpu, &mut ntt, sets, input)
+    })?;
+    let expand = expand_scratch_bytes(&packed.aux);
+    let device_estimate_bytes = device_start_peak_bytes(domain, r1cs.inputs, lens, expand, b_g2);
+    eprintln!(
+        "partition: device memory at the peak besides points, constraints and NTT tables: \
+         {:.2} GB, estimated {:.2} GB",
+        device_peak_bytes as f64 / 1e9,
+        device_estimate_bytes as f64 / 1e9
+    );
+    Ok(PartitionTiming {
+        products: "device",
+        constraints,
+        log_domain: log_n,
+        aux: r1cs.aux,
+        a_points: lens[1],
+        b_points: lens[2],
+        srs_gen_ms,
+        phases,
+        first,
+        device_peak_bytes,
+        device_estimate_bytes,
+    })
+}
+
+/// Proving start for one synthetic partition of `constraints` constraints, PoRep-shaped (aux
+/// variables ≈ constraints, A density 99.6 %, B density 25.5 %, witness 51 % zeros and 47 %
+/// ones), from host-made a, b, c and witness (`--host-products`: the path of a GPU without
+/// room for the recorded constraints), with a random SRS made on the GPU. Timed twice with
+/// fresh inputs (see `two_starts`). With `b_g2`, the B query's G2 points are on the device
+/// too, and its B MSM sums them beside the G1 ones.
 fn bench_partition(
     gpu: &Gpu,
     constraints: usize,
@@ -331,25 +498,10 @@ fn bench_partition(
     };
     eprintln!("partition: {constraints} constraints, domain 2^{log_n}: generating inputs …");
     let t = Instant::now();
-    let (h_set, _) = gen_points::<G1Projective>(gpu, domain - 1, rng)?;
-    let (l_set, _) = gen_points::<G1Projective>(gpu, aux, rng)?;
-    let (a_set, _) = gen_points::<G1Projective>(gpu, a_points, rng)?;
-    let (b_set, _) = gen_points::<G1Projective>(gpu, b_points, rng)?;
-    let b2_set = match b_g2 {
-        true => Some(gen_points::<G2Projective>(gpu, b_points, rng)?.0),
-        false => None,
-    };
+    let points = PartitionPoints::generate(gpu, [domain - 1, aux, a_points, b_points], b_g2, rng)?;
     let srs_gen_ms = t.elapsed().as_secs_f64() * 1e3;
-
-    let mut ntt = Ntt::new();
-    // Warm the twiddle table: it is built once per process, not per partition.
-    {
-        let tiny = gpu.alloc_zeroed::<u32>(domain * FR_LIMBS)?;
-        ntt.forward(gpu, &tiny, log_n)?;
-    }
-    let mut runs = Vec::with_capacity(2);
-    let mut device_peak_bytes = 0;
-    for run in 0..2u64 {
+    let mut ntt = warm_ntt(gpu, log_n)?;
+    let (first, phases, device_peak_bytes) = two_starts(gpu, &points, |run, sets| {
         let seed = 16 * run;
         let evals = Evaluations {
             pins: Default::default(),
@@ -358,49 +510,12 @@ fn bench_partition(
             c: porep_host(constraints, seed + 3, 3),
         };
         let witness = porep_witness(seed + 4);
-        let sets = PointSets {
-            h: Points::Device(&h_set),
-            l: Points::Device(&l_set),
-            a: Points::Device(&a_set),
-            b_g1: Points::Device(&b_set),
-            b_g2: b2_set.as_ref().map(Points::Device),
+        let input = StartInput::Host {
+            evals,
+            witness: &witness,
         };
-        // Device memory beyond the point sets and the NTT's tables, which are allocated by now.
-        let held = gpu.allocated();
-        gpu.reset_peak();
-        let (sums, phases) = start_resident(
-            gpu,
-            &mut ntt,
-            sets,
-            StartInput::Host {
-                evals,
-                witness: &witness,
-            },
-        )?;
-        device_peak_bytes = gpu.peak_allocated().saturating_sub(held);
-        // Keep the results observable so that nothing is optimised away, and sanity-check
-        // them.
-        let g2_ok = sums.b_g2.is_some() == b_g2
-            && sums
-                .b_g2
-                .is_none_or(|p| bool::from(p.to_affine().is_on_curve()));
-        if !bool::from(
-            (sums.h + sums.l + sums.a + sums.b_g1)
-                .to_affine()
-                .is_on_curve(),
-        ) || !g2_ok
-        {
-            bail!("partition run produced a point off the curve");
-        }
-        eprintln!(
-            "partition: proving start {} of 2: {:.0} ms",
-            run + 1,
-            phases.total_ms
-        );
-        runs.push(phases);
-    }
-    let phases = runs.pop().context("no partition run")?;
-    let first = runs.pop().context("no first partition run")?;
+        start_resident(gpu, &mut ntt, sets, input)
+    })?;
     let device_estimate_bytes = start_peak_bytes(domain, [aux, a_points, b_points], b_g2);
     eprintln!(
         "partition: device memory at the peak besides points and NTT tables: {:.2} GB, \
@@ -409,6 +524,7 @@ fn bench_partition(
         device_estimate_bytes as f64 / 1e9
     );
     Ok(PartitionTiming {
+        products: "host",
         constraints,
         log_domain: log_n,
         aux,
