@@ -9,9 +9,9 @@
 #                                           WinningPoSt through `c2q prove` on the GPU, each checked
 #                                           by `c2q verify`
 #   ops/bench/gpu-run.sh time BIN OUTDIR    timings: MSM phases at 2^27, the full `c2q bench gpu`
-#                                           (its partition start records the 32 GiB constraints
-#                                           into the parameter dir first, ~2 min, unless there)
-#                                           table, a 13-partition job on one and all GPUs
+#                                           table (its partition start records the 32 GiB
+#                                           constraints into the parameter dir first, ~2 min,
+#                                           unless there), a 13-partition job on one and all GPUs
 #   ops/bench/gpu-run.sh pipeline BIN OUTDIR  `c2q bench pipeline` on full-size shape-only jobs
 #                                           ($C2Q_BENCH_PROOF, default StackedDrg32GiBV1_1, a
 #                                           SnapDeals update proof with C2Q_BENCH_SNAP=1;
