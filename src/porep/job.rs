@@ -542,8 +542,11 @@ mod tests {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(42);
         let (r, s) = (Fr::random(&mut rng), Fr::random(&mut rng));
 
-        // Recorded constraints and a per-challenge witness give the sequential synthesis.
-        let assignment = job.synthesize(0).unwrap();
+        // Recorded constraints and a per-challenge witness give the sequential synthesis, with
+        // the aux values in compact form beside them.
+        let mut assignment = job.synthesize(0).unwrap();
+        let compact = assignment.witness.compact_aux.take();
+        assert_eq!(compact, Some(CompactValues::new(&assignment.witness.aux)));
         assert_eq!(assignment, job.partitions.sequential_assignment(0).unwrap());
         let ours = groth16::prove(&CpuBackend, &srs, assignment, r, s).unwrap();
         let reference = job.partitions.reference_proof(0, &srs, r, s).unwrap();
