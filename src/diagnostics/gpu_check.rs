@@ -19,7 +19,9 @@ use super::large_check;
 use super::proofs::{cuda_proof, proof_bytes};
 use super::report::{print_devices, seeded_rng, Tally};
 use super::sectors_check::sectors_check;
-use crate::gpu::backend::{device_start_peak_bytes, start_peak_bytes, CudaBackend};
+use crate::gpu::backend::{
+    device_start_peak_bytes, start_peak_bytes, streamed_start_peak_bytes, CudaBackend,
+};
 use crate::gpu::device::Gpu;
 use crate::gpu::limbs::{
     affine_as_limbs, points_as_limbs, scalars_as_limbs, AFFINE_LIMBS, G2_AFFINE_LIMBS,
@@ -587,25 +589,41 @@ fn starts_within_limits(
         same_start(&want, &streamed, streamed.b_g2.is_some(), srs, witness)?
             && limited.resident_bytes() == 0,
     );
-    // The same limit with the points placed by value: the sets that save the most per byte
-    // resident, whole or their first terms, the rest streamed; twice (placed, then reused).
-    // Points of a few MB fit in no room beside a start's fixed allowances (the MSM scratch's
-    // 64 MB, the margin): nothing is placed for those.
-    let all_points = points * AFFINE_LIMBS * 4 + srs.b_g2.len() * G2_AFFINE_LIMBS * 4;
-    let placeable = points * AFFINE_LIMBS * 4 > 16 << 20;
+    // The points placed by value: the sets that save the most per byte resident, whole or
+    // their first terms, the rest streamed; twice (placed, then reused). The limit leaves a
+    // streamed start's working memory and room for about half the G1 points (a streamed start
+    // needs less than a resident one, so one byte short of residency can hold them all where
+    // the queries are sparse). Points of a few MB fit in no room beside a start's fixed
+    // allowances (the MSM scratch's 64 MB, the margin): nothing is placed for those.
+    let g1_bytes = points * AFFINE_LIMBS * 4;
+    let all_points = g1_bytes + srs.b_g2.len() * G2_AFFINE_LIMBS * 4;
+    let placeable = g1_bytes > 16 << 20;
+    let streamed_working =
+        streamed_start_peak_bytes(domain, lens) + twiddle_bytes(domain.trailing_zeros());
+    // The placement keeps a sixteenth of what is free as its margin.
+    let limit = ((streamed_working + g1_bytes / 2) * 16 / 15).min(g1_resident - 1);
     let limited = CudaBackend::with_memory_limit(device, Some(limit))?;
     for call in ["placed", "again"] {
         let partly = limited.start(srs, evals.clone(), witness)?;
         let resident = limited.resident_bytes();
+        let what = format!(
+            "proving start with the points placed by value ({call}) within a {limit}-byte \
+             limit, {constraints} constraints"
+        );
+        t.check(
+            &format!("{what}: sums"),
+            same_start(&want, &partly, partly.b_g2.is_some(), srs, witness)?,
+        );
         t.check(
             &format!(
-                "proving start with the points placed by value ({resident} of {all_points} bytes \
-                 resident{}, {call}) within a {limit}-byte limit, {constraints} constraints",
-                if placeable { "" } else { ": too few to place" }
+                "{what}: {resident} of {all_points} bytes resident{}",
+                if placeable {
+                    ", some but not all"
+                } else {
+                    " (too few to place)"
+                }
             ),
-            same_start(&want, &partly, partly.b_g2.is_some(), srs, witness)?
-                && (resident > 0 || !placeable)
-                && resident < all_points,
+            (resident > 0 || !placeable) && resident < all_points,
         );
     }
     // Room for the G1 points and a start, not for the G2 points as well: the G1 sets stay
