@@ -5,6 +5,10 @@
 //    converted to canonical integers and compacted with their point indices.
 // 2. digits: each remaining scalar is split into signed c-bit windows, d ∈ [-2^(c-1), 2^(c-1)],
 //    so a window needs 2^(c-1) buckets; −d·P is d·(−P), and negating an affine point is free.
+//    (Replacing s > r/2 by r − s with −P first would leave 254 bits, but signed digits still
+//    need one bit for the top window's carry: 255 bits, 12 windows of 22 either way. 11 windows
+//    take c = 24: 8.4M buckets a window, 17.7 GB of them at 2^27, and more additions by the
+//    cost model of src/gpu/msm.rs's `window_bits`, 1.75G against 1.69G. Not done.)
 // 3. per window, a counting sort on the GPU orders (point, sign) by bucket: histogram with
 //    atomics, exclusive scan of the counts, scatter.
 // 4. accumulate: the sorted list is cut into fixed chunks, one thread each, so a bucket with
