@@ -31,7 +31,7 @@ use tokio::sync::oneshot;
 use crate::config::PipelineConfig;
 use crate::gate::budget::Budget;
 use crate::gate::Estimate;
-use crate::gate::Gate;
+use crate::gate::{partitions_of, Gate, PartitionPool};
 use crate::groth16::curve::BatchAffine;
 use crate::groth16::{Backend, CompactWitness, Proof, R1cs, Srs, SrsKey, VerifyingKey};
 use crate::job::ProofJob;
@@ -559,19 +559,25 @@ fn run_once(
             drop(when_full);
         }
         let mut waiters = Vec::new();
+        // The jobs' partitions in flight are reserved together, as the worker's normal jobs
+        // are: the pipeline keeps that many alive whichever jobs they belong to.
+        let pool = PartitionPool::new(&gate);
         for (k, job) in jobs.into_iter().enumerate() {
             let (done, answer) = oneshot::channel();
-            let reservation = Arc::new(admit.block_on(gate.reserve(est.work(est.partitions))));
-            let held = reservation.clone();
+            let share = Arc::new(admit.block_on(pool.join(partitions_of(&est))));
+            let held = share.clone();
             let est = est.clone();
             let full = (k == 0).then(|| Mutex::new(Some(pipeline_full.clone())));
             let t = *t;
             let progress: crate::pipeline::Progress = Box::new(move |d: PartitionDone| {
                 let remaining = d.remaining as u64;
-                held.shrink_to(match d.products_on_gpu {
-                    true => est.work_on_gpu(remaining),
-                    false => est.work(remaining),
-                });
+                held.update(
+                    match d.products_on_gpu {
+                        true => est.per_partition_on_gpu,
+                        false => est.per_partition,
+                    },
+                    remaining,
+                );
                 eprintln!(
                     "[{:6.1} s] job {k}: {} of {partitions} partitions proved",
                     t.elapsed().as_secs_f64(),
@@ -595,7 +601,7 @@ fn run_once(
             let (answers, done_at) = (&answers, &done_at);
             waiters.push(scope.spawn(move || {
                 let result = answer.blocking_recv();
-                drop(reservation);
+                drop(share);
                 done_at
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
@@ -1088,7 +1094,8 @@ mod tests {
     #[test]
     fn a_small_shape_runs_through_the_pipeline() {
         std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", "/var/tmp/c2q-test-params");
-        // A budget that holds the parameters and one job: the second waits at the gate.
+        // A budget that holds the parameters and one job's partitions in flight: the second
+        // job shares those places (the partition pool), and the gate never holds more.
         let one_job = kinds::porep_estimate(2048, 1, 3);
         let jobs_budget = one_job.srs_bytes + one_job.work(1);
         let bench = |jobs_budget: u64| PipelineBench {

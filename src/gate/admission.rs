@@ -3,7 +3,9 @@
 //!
 //! A class (given by its worst case, `classes::SizeClass::worst_case`) *fits* when its worst
 //! case, with its SRS counted unless kept, fits what is free in the gate plus what kept
-//! parameters no held job uses would give back ([`KeptParams::make_room`]).
+//! parameters no held job uses would give back ([`KeptParams::make_room`]). A normal class's
+//! working memory is what its job adds to the partition pool (`partitions`: the pipeline's
+//! places are reserved once for all the jobs in it); an urgent class's, its own partitions.
 //!
 //! - **Idle** (no job held): every class that fits is open. Nothing in flight will free
 //!   memory, so waiting could only wait for ever; a class that does not fit even with every
@@ -34,7 +36,7 @@
 
 use std::sync::Arc;
 
-use super::{Estimate, JobHold, KeptParams, Reservation};
+use super::{Estimate, JobHold, KeptParams, Partitions, PoolShare, Reservation};
 
 /// A class as the fetch rule sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,18 +94,38 @@ impl UrgentReserve {
     }
 }
 
-/// What a job of worst case `e` reserves at fetch: its working set and its SRS unless kept.
-pub fn need(kept: &KeptParams, e: &Estimate) -> u64 {
-    e.work(e.partitions) + kept.srs_needed(e)
+/// A job's partitions as the partition pool counts them, from its worst case or estimate.
+pub fn partitions_of(e: &Estimate) -> Partitions {
+    Partitions {
+        per_partition: e.per_partition,
+        remaining: e.partitions,
+        in_flight: e.in_flight,
+    }
 }
 
-/// Whether a job of worst case `e` can be admitted now, releasing unused parameters of other
+/// The working memory a job of class `c` adds: an urgent job its own partitions (its lane is
+/// beside the pipeline's places), a normal job what it adds to the partition pool, where the
+/// jobs in the pipeline share its places ([`PartitionPool`]).
+fn work_need(kept: &KeptParams, c: &FetchClass) -> u64 {
+    match c.urgent {
+        true => c.worst.work(c.worst.partitions),
+        false => kept.partitions().growth(partitions_of(&c.worst)),
+    }
+}
+
+/// What a job of class `c` reserves at fetch: its working memory and its SRS unless kept.
+pub fn need(kept: &KeptParams, c: &FetchClass) -> u64 {
+    work_need(kept, c) + kept.srs_needed(&c.worst)
+}
+
+/// Whether a job of class `c` can be admitted now, releasing unused parameters of other
 /// circuits if need be.
-pub fn fits(kept: &KeptParams, e: &Estimate) -> bool {
-    need(kept, e) <= kept.gate().free() + kept.evictable_bytes(Some(&e.srs_key))
+pub fn fits(kept: &KeptParams, c: &FetchClass) -> bool {
+    need(kept, c) <= kept.gate().free() + kept.evictable_bytes(Some(&c.worst.srs_key))
 }
 
-/// What a job from the unsorted queue reserves: the largest worst case, SRS always counted.
+/// What a job from the unsorted queue reserves: the largest worst case, SRS always counted
+/// (its kind, and so its lane, is known only once it is decoded).
 fn unsorted_need(classes: &[FetchClass]) -> u64 {
     classes
         .iter()
@@ -112,10 +134,10 @@ fn unsorted_need(classes: &[FetchClass]) -> u64 {
         .unwrap_or(0)
 }
 
-/// Whether a non-urgent job of worst case `e` can be admitted now with `reserve` bytes left
-/// for urgent jobs, counting what releasing unused parameters would give back.
-fn fits_beside(kept: &KeptParams, e: &Estimate, reserve: u64) -> bool {
-    need(kept, e) + reserve <= kept.gate().free() + kept.evictable_bytes(Some(&e.srs_key))
+/// Whether a non-urgent job of class `c` can be admitted now with `reserve` bytes left for
+/// urgent jobs, counting what releasing unused parameters would give back.
+fn fits_beside(kept: &KeptParams, c: &FetchClass, reserve: u64) -> bool {
+    need(kept, c) + reserve <= kept.gate().free() + kept.evictable_bytes(Some(&c.worst.srs_key))
 }
 
 /// The queues open now, for `classes` in fetch order.
@@ -132,9 +154,9 @@ pub fn open_queues(
         .iter()
         .map(|c| {
             if !busy || c.urgent {
-                return fits(kept, &c.worst);
+                return fits(kept, c);
             }
-            prefix_fits &= fits_beside(kept, &c.worst, reserve);
+            prefix_fits &= fits_beside(kept, c, reserve);
             prefix_fits
         })
         .collect();
@@ -158,28 +180,55 @@ impl OpenQueues {
     }
 }
 
-/// Reserve for a job of worst case `e` just taken from its class queue, releasing unused
+/// What an admitted job holds until it is settled.
+#[derive(Debug)]
+pub struct Admitted {
+    /// Its SRS unless kept, and an urgent (or unsorted) job's working memory.
+    pub reservation: Reservation,
+    /// A normal job's place in the partition pool.
+    pub share: Option<PoolShare>,
+    /// Counts it in flight and keeps its parameters loaded.
+    pub hold: JobHold,
+}
+
+/// Reserve for a job of class `c` just taken from its class queue, releasing unused
 /// parameters of other circuits (least recently used first) where the memory is short. The
 /// hold pins the class's parameters first, so that they are not among those released. `None`
 /// when it does not fit after all.
-pub fn admit(kept: &Arc<KeptParams>, e: &Estimate, why: &str) -> Option<(Reservation, JobHold)> {
-    let hold = kept.hold(Some(e.srs_key.clone()));
-    let bytes = need(kept, e);
-    kept.make_room(bytes, Some(&e.srs_key), why);
-    let reservation = kept.gate().try_reserve(bytes)?;
-    Some((reservation, hold))
+pub fn admit(kept: &Arc<KeptParams>, c: &FetchClass, why: &str) -> Option<Admitted> {
+    let hold = kept.hold(Some(c.worst.srs_key.clone()));
+    kept.make_room(need(kept, c), Some(&c.worst.srs_key), why);
+    let srs = kept.srs_needed(&c.worst);
+    if c.urgent {
+        let reservation = kept
+            .gate()
+            .try_reserve(srs + c.worst.work(c.worst.partitions))?;
+        return Some(Admitted {
+            reservation,
+            share: None,
+            hold,
+        });
+    }
+    let reservation = kept.gate().try_reserve(srs)?;
+    let share = kept.partitions().try_join(partitions_of(&c.worst))?;
+    Some(Admitted {
+        reservation,
+        share: Some(share),
+        hold,
+    })
 }
 
 /// Reserve for a job just taken from the unsorted queue (see the module's notes).
-pub fn admit_unsorted(
-    kept: &Arc<KeptParams>,
-    classes: &[FetchClass],
-) -> Option<(Reservation, JobHold)> {
+pub fn admit_unsorted(kept: &Arc<KeptParams>, classes: &[FetchClass]) -> Option<Admitted> {
     let hold = kept.hold(None);
     let bytes = unsorted_need(classes);
     kept.make_room(bytes, None, "a job of the unsorted queue");
     let reservation = kept.gate().try_reserve(bytes)?;
-    Some((reservation, hold))
+    Some(Admitted {
+        reservation,
+        share: None,
+        hold,
+    })
 }
 
 #[cfg(test)]
@@ -210,8 +259,8 @@ mod tests {
         let snap = snap_estimate(32 * GIB, in_flight, in_flight);
         // The first job, a 32 GiB PoRep proof, is done: its parameters stay loaded.
         {
-            let (reservation, _hold) = admit(&kept, &porep, "test").expect("first job");
-            let srs = reservation.split(porep.srs_bytes);
+            let first = admit(&kept, &normal(&porep), "test").expect("first job");
+            let srs = first.reservation.split(porep.srs_bytes);
             kept.keep(&porep.srs_key, srs);
         }
         assert!(kept.is_kept(&porep.srs_key));
@@ -221,8 +270,10 @@ mod tests {
         let worst = [normal(&porep), normal(&snap)];
         let open = open_queues(&kept, &worst, UrgentReserve::Bytes(0));
         assert_eq!(open.classes, vec![true, true]);
-        let (reservation, _hold) = admit(&kept, &snap, "snap-32g").expect("admitted");
-        assert_eq!(reservation.held(), snap.srs_bytes + snap.work(in_flight));
+        let admitted = admit(&kept, &normal(&snap), "snap-32g").expect("admitted");
+        assert_eq!(admitted.reservation.held(), snap.srs_bytes);
+        assert!(admitted.share.is_some());
+        assert_eq!(kept.partitions().held(), snap.work(in_flight));
         assert!(!kept.is_kept(&porep.srs_key));
         assert_eq!(kept.recent_evictions()[0].key, porep.srs_key);
         assert!(kept.gate().used() <= H200_JOB_BUDGET);
@@ -233,7 +284,7 @@ mod tests {
         let kept = registry(10 * GIB);
         let large = Estimate {
             srs_key: SrsKey::new("large"),
-            srs_bytes: 2 * GIB,
+            srs_bytes: 3 * GIB,
             per_partition: 2 * GIB,
             per_partition_on_gpu: 2 * GIB,
             partitions: 2,
@@ -241,35 +292,42 @@ mod tests {
         };
         let small = canary_estimate(1, 2);
         let worst = [normal(&large), normal(&small)];
-        let (first, _h) = admit(&kept, &large, "test").unwrap();
-        // 6 GiB held of 10: a second large job (6 GiB, its SRS not kept yet) does not fit, so
-        // neither queue is open.
-        assert_eq!(
-            open_queues(&kept, &worst, UrgentReserve::Bytes(0)).classes,
-            vec![false, false]
-        );
-        // Once its SRS is kept (the job finished with it), the large class fits again.
-        kept.keep(&large.srs_key, first.split(large.srs_bytes));
-        drop(first);
-        drop(_h);
-        let (_second, _h2) = admit(&kept, &large, "test").unwrap();
-        // Busy: 2 + 4 held, 4 free: another large job (4) fits, so the small one does too.
+        let first = admit(&kept, &worst[0], "test").unwrap();
+        // 3 + 4 GiB held, 3 free. A second large job adds its SRS (not kept yet) and nothing
+        // to the partition pool: the pipeline's two places are reserved already. So both
+        // queues are open.
+        assert_eq!(kept.partitions().growth(partitions_of(&large)), 0);
         assert_eq!(
             open_queues(&kept, &worst, UrgentReserve::Bytes(0)).classes,
             vec![true, true]
         );
-        let (_third, _h3) = admit(&kept, &small, "test").unwrap();
-        // Now the large worst case no longer fits: the small class closes with it.
+        let small_job = admit(&kept, &worst[1], "test").unwrap();
+        assert_eq!(
+            kept.partitions().held(),
+            4 * GIB,
+            "the places, at the large size"
+        );
+        // The small job's SRS taken: a large one no longer fits, and the small class closes
+        // with it.
         assert_eq!(
             open_queues(&kept, &worst, UrgentReserve::Bytes(0)).classes,
             vec![false, false]
         );
         assert!(!open_queues(&kept, &worst, UrgentReserve::Bytes(0)).unsorted);
+        // Once the first job has finished with its SRS kept, the large class fits again.
+        kept.keep(&large.srs_key, first.reservation.split(large.srs_bytes));
+        drop(first);
+        assert_eq!(
+            open_queues(&kept, &worst, UrgentReserve::Bytes(0)).classes,
+            vec![true, true]
+        );
+        drop(small_job);
         // An urgent class first in line that does not fit closes nothing behind it, and is
         // open itself as soon as it fits.
         let post = Estimate {
             srs_key: SrsKey::new("post"),
-            srs_bytes: 5 * GIB,
+            // More than the budget holds beside the kept parameters, even with them released.
+            srs_bytes: 11 * GIB,
             ..small.clone()
         };
         let first = [
@@ -291,6 +349,36 @@ mod tests {
             open_queues(&kept, &urgent_small, UrgentReserve::Bytes(0)).classes,
             vec![true]
         );
+    }
+
+    /// Two jobs of one circuit held at once reserve the pipeline's places once: on the H200
+    /// box with A, B, C made on the CPU, the next 32 GiB job is taken while the first proves
+    /// (job by job, 52 + 2 × 48 GiB did not fit the budget).
+    #[test]
+    fn a_second_full_size_job_shares_the_places_of_the_first() {
+        let in_flight = 3;
+        let kept = registry(H200_JOB_BUDGET);
+        let porep = normal(&porep_estimate(32 * GIB, in_flight, in_flight));
+        let first = admit(&kept, &porep, "test").expect("first job");
+        // Its parameters kept while it proves, as the worker keeps them after a job.
+        kept.keep(
+            &porep.worst.srs_key,
+            first.reservation.split(porep.worst.srs_bytes),
+        );
+        assert!(porep.worst.srs_bytes + 2 * porep.worst.work(in_flight) > H200_JOB_BUDGET);
+        assert!(fits(&kept, &porep));
+        let second = admit(&kept, &porep, "test").expect("second job");
+        assert_eq!(kept.partitions().held(), porep.worst.work(in_flight));
+        assert!(kept.gate().used() <= H200_JOB_BUDGET);
+        // The first finishes; the second keeps the places until its own partitions run out.
+        drop(first);
+        assert_eq!(kept.partitions().held(), porep.worst.work(in_flight));
+        second
+            .share
+            .as_ref()
+            .unwrap()
+            .update(porep.worst.per_partition, 1);
+        assert_eq!(kept.partitions().held(), porep.worst.per_partition);
     }
 
     /// A busy worker that serves an urgent class takes another normal job only while the
@@ -328,9 +416,10 @@ mod tests {
             open_queues(&small_box, &classes, UrgentReserve::Auto).classes,
             vec![true, true]
         );
-        let kept = registry(10 * GIB);
-        let (_first, _h) = admit(&kept, &large, "test").expect("first job");
-        // 4 GiB held, 6 free: a second large job (4) leaves 2, less than the 3 reserved.
+        let kept = registry(8 * GIB);
+        let _first = admit(&kept, &classes[0], "test").expect("first job");
+        // 4 GiB held, 4 free: a second large job (its SRS, 2; its partition shares the
+        // pipeline's one place, reserved already) leaves 2, less than the 3 reserved.
         assert_eq!(
             open_queues(&kept, &classes, UrgentReserve::Auto).classes,
             vec![false, true]
@@ -344,8 +433,8 @@ mod tests {
             );
         }
         // The urgent job is admitted into the room kept for it.
-        let (_post, _hp) = admit(&kept, &post, "test").expect("urgent job");
-        assert!(kept.gate().used() <= 10 * GIB);
+        let _post = admit(&kept, &classes[1], "test").expect("urgent job");
+        assert!(kept.gate().used() <= 8 * GIB);
     }
 
     fn normal(worst: &Estimate) -> FetchClass {
@@ -371,6 +460,7 @@ mod tests {
         class: usize,
         remaining: u64,
         reservation: Reservation,
+        share: Option<PoolShare>,
         hold: JobHold,
         srs_part: u64,
     }
@@ -442,8 +532,12 @@ mod tests {
                         let r = &mut running[i];
                         r.remaining -= 1;
                         let e = &classes[r.class].worst;
-                        r.reservation
-                            .shrink_to(r.srs_part + e.work_on_gpu(r.remaining));
+                        match &r.share {
+                            Some(share) => share.update(e.per_partition_on_gpu, r.remaining),
+                            None => r
+                                .reservation
+                                .shrink_to(r.srs_part + e.work_on_gpu(r.remaining)),
+                        }
                         if r.remaining == 0 {
                             let r = running.swap_remove(i);
                             let key = classes[r.class].worst.srs_key.clone();
@@ -473,23 +567,33 @@ mod tests {
                         if let Some(c) = taken {
                             let job = classes[c].waiting.pop_front().unwrap();
                             let e = classes[c].worst.clone();
-                            let (reservation, hold) =
-                                admit(&kept, &e, "sim").unwrap_or_else(|| {
-                                    panic!(
-                                        "round {round} step {step}: an open class was not admitted"
-                                    )
-                                });
+                            let Admitted {
+                                reservation,
+                                share,
+                                hold,
+                            } = admit(&kept, &worst[c], "sim").unwrap_or_else(|| {
+                                panic!("round {round} step {step}: an open class was not admitted")
+                            });
                             // The job, built: shrink to its own estimate.
                             let srs_part = kept.srs_needed(&e).min(reservation.held());
                             let actual = Estimate {
                                 partitions: job.partitions,
                                 ..e.clone()
                             };
-                            reservation.shrink_to(srs_part + actual.work(job.partitions));
+                            match &share {
+                                Some(share) => {
+                                    reservation.shrink_to(srs_part);
+                                    share.update(actual.per_partition, actual.partitions);
+                                }
+                                None => {
+                                    reservation.shrink_to(srs_part + actual.work(job.partitions))
+                                }
+                            }
                             running.push(Running {
                                 class: c,
                                 remaining: job.partitions,
                                 reservation,
+                                share,
                                 hold,
                                 srs_part,
                             });

@@ -12,7 +12,9 @@
 //! The pipeline keeps a bounded number of partitions alive (`pipeline::partitions_in_flight`:
 //! per GPU one in the products stage and one in proving start, plus one for the finalizer's
 //! witnesses), so a job's reservation is the SRS (until it is resident)
-//! plus that many partitions, shrinking once fewer than that remain. Which side makes the
+//! plus that many partitions, shrinking once fewer than that remain. Those places are the
+//! pipeline's, not the job's: the normal jobs held at once reserve them together
+//! (`partitions::PartitionPool`). Which side makes the
 //! products is only known once the backend has taken a partition (it depends on the GPU's free
 //! memory beside the parameters), so a job first reserves the CPU figure and shrinks to the GPU
 //! figure when the pipeline reports a partition made there (`work_on_gpu`). The numbers are

@@ -15,7 +15,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Instant, SystemTime};
 
-use super::{Estimate, Gate, Reservation};
+use super::{Estimate, Gate, PartitionPool, Reservation};
 use crate::groth16::SrsKey;
 
 /// How many evictions [`KeptParams::recent_evictions`] remembers.
@@ -27,6 +27,8 @@ pub type Unload = Box<dyn Fn(&SrsKey) + Send + Sync>;
 
 pub struct KeptParams {
     gate: Arc<Gate>,
+    /// The partitions in flight of the worker's normal (non-urgent) jobs, reserved together.
+    partitions: Arc<PartitionPool>,
     unload: Unload,
     state: Mutex<State>,
 }
@@ -73,6 +75,7 @@ pub struct Eviction {
 impl KeptParams {
     pub fn new(gate: Arc<Gate>, unload: Unload) -> Arc<KeptParams> {
         Arc::new(KeptParams {
+            partitions: PartitionPool::new(&gate),
             gate,
             unload,
             state: Mutex::new(State::default()),
@@ -81,6 +84,11 @@ impl KeptParams {
 
     pub fn gate(&self) -> &Arc<Gate> {
         &self.gate
+    }
+
+    /// The pool the worker's normal jobs reserve their partitions in flight from.
+    pub fn partitions(&self) -> &Arc<PartitionPool> {
+        &self.partitions
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

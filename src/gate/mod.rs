@@ -6,15 +6,20 @@ pub mod admission;
 pub mod budget;
 pub mod estimate;
 pub mod kept;
+pub mod partitions;
 
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 
-pub use admission::{admit, admit_unsorted, open_queues, FetchClass, OpenQueues, UrgentReserve};
+pub use admission::{
+    admit, admit_unsorted, open_queues, partitions_of, Admitted, FetchClass, OpenQueues,
+    UrgentReserve,
+};
 pub use budget::detect_budget;
 pub use estimate::Estimate;
 pub use kept::{Eviction, JobHold, KeptParams, KeptStatus};
+pub use partitions::{PartitionPool, Partitions, PoolShare};
 
 /// Bytes reserved against a fixed budget.
 #[derive(Debug)]
@@ -80,6 +85,14 @@ impl Gate {
         })
     }
 
+    /// A reservation of nothing, to grow by [`Reservation::absorb`].
+    pub fn nothing(self: &Arc<Self>) -> Reservation {
+        Reservation {
+            gate: self.clone(),
+            held: Mutex::new(0),
+        }
+    }
+
     /// Wait until `bytes` fit. A request larger than the whole budget never fits: callers
     /// check that at start-up.
     pub async fn reserve(self: &Arc<Self>, bytes: u64) -> Reservation {
@@ -142,6 +155,13 @@ impl Reservation {
 }
 
 impl Reservation {
+    /// Take over `other`'s bytes (of the same gate): the two reservations become one.
+    pub fn absorb(&self, other: Reservation) {
+        debug_assert!(Arc::ptr_eq(&self.gate, &other.gate));
+        let moved = std::mem::take(&mut *other.held.lock().unwrap_or_else(|e| e.into_inner()));
+        *self.held.lock().unwrap_or_else(|e| e.into_inner()) += moved;
+    }
+
     /// Move up to `bytes` of this reservation into a new one: the SRS part of a job's
     /// reservation outlives the job while the SRS stays resident.
     pub fn split(&self, bytes: u64) -> Reservation {
@@ -181,6 +201,19 @@ mod tests {
         drop(b);
         assert_eq!(gate.used(), 0);
         assert_eq!(gate.peak_used(), 90);
+    }
+
+    #[test]
+    fn absorbed_reservations_are_one() {
+        let gate = Gate::new(100);
+        let a = gate.nothing();
+        a.absorb(gate.try_reserve(30).unwrap());
+        a.absorb(gate.try_reserve(20).unwrap());
+        assert_eq!((a.held(), gate.used()), (50, 50));
+        a.shrink_to(10);
+        assert_eq!(gate.used(), 10);
+        drop(a);
+        assert_eq!(gate.used(), 0);
     }
 
     #[tokio::test]

@@ -22,7 +22,7 @@ use super::settle;
 use super::{Fetched, NotBegun, Worker};
 use crate::broker::{headers, Broker};
 use crate::classes::SizeClass;
-use crate::gate::{JobHold, Reservation};
+use crate::gate::{JobHold, PoolShare, Reservation};
 use crate::kinds;
 use crate::ledger::{Claim, JobIdentity};
 use crate::pipeline::{PartitionDone, Stage, StageError, Submission};
@@ -111,6 +111,7 @@ async fn bounded(
 /// What a job holds from its fetch while it is handled (see [`Fetched`]).
 struct Taken {
     reservation: Reservation,
+    share: Option<PoolShare>,
     /// Dropped when the job is settled: until then it counts as in flight and its parameters
     /// stay loaded.
     hold: JobHold,
@@ -128,11 +129,13 @@ impl Worker {
         let Fetched {
             delivery,
             reservation,
+            share,
             hold,
             class,
         } = fetched;
         let taken = Taken {
             reservation,
+            share,
             hold,
             class,
         };
@@ -324,6 +327,7 @@ impl Worker {
     ) -> Outcome {
         let Taken {
             reservation,
+            share,
             mut hold,
             ..
         } = taken;
@@ -344,19 +348,28 @@ impl Worker {
         };
 
         // Shrink the fetch-time reservation to this job's estimate; the progress callback
-        // shrinks it further as partitions finish, keeping the SRS part to the end.
+        // shrinks it further as partitions finish, keeping the SRS part to the end. A normal
+        // job's partitions are counted in the partition pool instead, beside the other jobs'.
         let est = built.estimate.clone();
         // Its parameters stay loaded while the job is held (a job of the unsorted queue
         // names them only now).
         hold.uses(&est.srs_key);
         let srs_part = self.kept.srs_needed(&est);
-        reservation.shrink_to(srs_part + est.work(est.partitions));
+        match &share {
+            Some(share) => {
+                reservation.shrink_to(srs_part);
+                share.update(est.per_partition, est.partitions);
+            }
+            None => reservation.shrink_to(srs_part + est.work(est.partitions)),
+        }
         self.metrics
             .gate_reserved_bytes
             .set(self.gate.used() as i64);
         let reservation = Arc::new(reservation);
+        let share = share.map(Arc::new);
         let progress = {
             let r = reservation.clone();
+            let share = share.clone();
             let est = est.clone();
             // A partition whose A, B, C the GPU made shows where this job's are made: from
             // then on the reservation follows the GPU figure. It never grows back: a later
@@ -364,11 +377,23 @@ impl Worker {
             // room in between, which the pipeline logs.
             Box::new(move |done: PartitionDone| {
                 let remaining = done.remaining as u64;
-                let work = match done.products_on_gpu {
-                    true => est.work_on_gpu(remaining),
-                    false => est.work(remaining),
-                };
-                r.shrink_to(srs_part + work)
+                let on_gpu = done.products_on_gpu;
+                match &share {
+                    Some(share) => share.update(
+                        match on_gpu {
+                            true => est.per_partition_on_gpu,
+                            false => est.per_partition,
+                        },
+                        remaining,
+                    ),
+                    None => r.shrink_to(
+                        srs_part
+                            + match on_gpu {
+                                true => est.work_on_gpu(remaining),
+                                false => est.work(remaining),
+                            },
+                    ),
+                }
             })
         };
 
@@ -411,6 +436,7 @@ impl Worker {
         let srs_reservation = reservation.split(srs_part);
         self.kept.keep(&est.srs_key, srs_reservation);
         drop(reservation);
+        drop(share);
         self.export_kept();
 
         self.observe_timings(&proved.timings, proved.verify_ms);

@@ -35,7 +35,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::broker::Broker;
 use crate::classes::SizeClass;
 use crate::config::{Config, OnUnhealthy};
-use crate::gate::{self, FetchClass, Gate, JobHold, KeptParams, OpenQueues, Reservation};
+use crate::gate::{
+    self, FetchClass, Gate, JobHold, KeptParams, OpenQueues, PoolShare, Reservation,
+};
 use crate::gpu::select_backends;
 use crate::ledger::{Holder, KeptCircuit, Ledger};
 use crate::pipeline::Pipeline;
@@ -100,8 +102,11 @@ pub(crate) struct Worker {
 /// What a job taken from the broker holds while it is handled.
 pub(crate) struct Fetched {
     pub delivery: Delivery,
-    /// Memory for its worst case, shrunk once it is built.
+    /// Memory for its worst case, shrunk once it is built: its SRS unless kept, and an urgent
+    /// or unsorted job's working memory.
     pub reservation: Reservation,
+    /// A normal job's partitions in flight, reserved with the other jobs' in the pipeline.
+    pub share: Option<PoolShare>,
     /// Counts it in flight and keeps its parameters loaded.
     pub hold: JobHold,
     /// The class queue it came from (`None`: the unsorted queue).
@@ -355,17 +360,20 @@ impl Worker {
             Source::Class(i) => {
                 let class = self.classes[i];
                 let why = format!("a {} job", class.key());
-                let worst = &self.fetch_classes[i].worst;
-                (gate::admit(&self.kept, worst, &why), Some(class))
+                (
+                    gate::admit(&self.kept, &self.fetch_classes[i], &why),
+                    Some(class),
+                )
             }
             Source::Unsorted => (gate::admit_unsorted(&self.kept, &self.fetch_classes), None),
         };
         self.export_kept();
         match admitted {
-            Some((reservation, hold)) => Some(Fetched {
+            Some(admitted) => Some(Fetched {
                 delivery,
-                reservation,
-                hold,
+                reservation: admitted.reservation,
+                share: admitted.share,
+                hold: admitted.hold,
                 class,
             }),
             None => {
