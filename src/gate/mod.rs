@@ -96,11 +96,16 @@ impl Gate {
     /// Wait until `bytes` fit. A request larger than the whole budget never fits: callers
     /// check that at start-up.
     pub async fn reserve(self: &Arc<Self>, bytes: u64) -> Reservation {
+        self.retry_until(|| self.try_reserve(bytes)).await
+    }
+
+    /// Retries `attempt` at each release of memory until it succeeds.
+    pub(crate) async fn retry_until<T>(&self, mut attempt: impl FnMut() -> Option<T>) -> T {
         loop {
-            // Register interest before checking, so a release in between is not missed.
+            // Register interest before trying, so a release in between is not missed.
             let freed = self.freed.notified();
-            if let Some(r) = self.try_reserve(bytes) {
-                return r;
+            if let Some(done) = attempt() {
+                return done;
             }
             freed.await;
         }

@@ -116,14 +116,7 @@ impl PartitionPool {
 
     /// Waits until a job of `partitions` can join.
     pub async fn join(self: &Arc<Self>, partitions: Partitions) -> PoolShare {
-        loop {
-            // Register interest before trying, so a release in between is not missed.
-            let changed = self.gate.changed();
-            if let Some(share) = self.try_join(partitions) {
-                return share;
-            }
-            changed.await;
-        }
+        self.gate.retry_until(|| self.try_join(partitions)).await
     }
 
     /// Gives the gate back what the members no longer need.
