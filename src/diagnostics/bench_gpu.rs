@@ -146,8 +146,9 @@ fn host_to_device(gpu: &Gpu) -> Result<Transfer> {
     let host_to_device = gpu.measure_host_to_device(1 << 30)?;
     let points_32g_s = host_to_device.seconds_for(POINTS_32G_BYTES);
     eprintln!(
-        "host to device: {:.1} GB/s; a 32 GiB partition's points (47.4 GB) take {points_32g_s:.2} s",
-        host_to_device.gb_per_s
+        "host to device: {:.1} GB/s {}; a 32 GiB partition's points (47.4 GB) take {points_32g_s:.2} s",
+        host_to_device.gb_per_s,
+        host_to_device.how()
     );
     Ok(Transfer {
         host_to_device,

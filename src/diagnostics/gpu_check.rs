@@ -84,8 +84,9 @@ pub fn gpu_check(args: &GpuCheckArgs) -> Result<bool> {
     );
     let h2d = gpu.measure_host_to_device(1 << 30)?;
     println!(
-        "host to device: {:.1} GB/s (what points streamed from host memory travel at)",
-        h2d.gb_per_s
+        "host to device: {:.1} GB/s {} (what points streamed from host memory travel at)",
+        h2d.gb_per_s,
+        h2d.how()
     );
     let mut rng = seeded_rng(args.seed);
     let max_log = args.max_log.clamp(4, 24);
@@ -599,7 +600,7 @@ fn starts_within_limits(
     let all_points = g1_bytes + srs.b_g2.len() * G2_AFFINE_LIMBS * 4;
     let placeable = g1_bytes > 16 << 20;
     let streamed_working =
-        streamed_start_peak_bytes(domain, lens) + twiddle_bytes(domain.trailing_zeros());
+        streamed_start_peak_bytes(domain, lens, twiddle_bytes(domain.trailing_zeros()));
     // The placement keeps a sixteenth of what is free as its margin.
     let limit = ((streamed_working + g1_bytes / 2) * 16 / 15).min(g1_resident - 1);
     let limited = CudaBackend::with_memory_limit(device, Some(limit))?;

@@ -437,9 +437,10 @@ impl CudaBackend {
         }
         // The circuit being proved comes first: other circuits' points give way.
         self.make_room(st, usize::MAX)?;
+        // A streamed start holds the twiddle table only while H is transformed, and `working`
+        // counts it there: one made already must not count twice, out of `free` as well.
+        st.ntt.release_twiddles(&self.gpu)?;
         let (free, _) = self.gpu.mem_info()?;
-        // `working` counts the NTT's tables; those made already are out of `free`.
-        let working = working.saturating_sub(st.ntt.resident_bytes());
         let room = free.saturating_sub(working + placement_margin(free));
         let g2_with_b = srs.b_g2.len() == lens[3];
         let set = |name, terms, with_g2: bool, full_width| placement::PointSet {
@@ -512,8 +513,11 @@ impl CudaBackend {
         }
     }
 
-    /// The host-to-device bandwidth, measured once per GPU (up to 256 MiB through the staging
-    /// buffers, the way streamed points go; a quarter of the free memory where that is less).
+    /// The host-to-device bandwidth, measured once per GPU the way streamed points go (up to
+    /// 256 MiB, by DMA from page-locked memory where the driver locks it; a quarter of the
+    /// free memory where that is less). Measured through the staging buffers, it read 28
+    /// against the 53 – 55 GB/s the points' DMA runs at on an H200, and the placement
+    /// overrated every copy.
     fn host_to_device_bytes_per_s(&self, st: &mut State) -> Result<f64> {
         if let Some(b) = st.bandwidth {
             return Ok(b);
@@ -612,7 +616,7 @@ impl CudaBackend {
         let working = start_peak_bytes(domain, lens, false) + tables;
         let mut resident = self.ensure_resident(st, srs, working)?;
         if resident.is_none() {
-            let streamed = streamed_start_peak_bytes(domain, lens) + tables;
+            let streamed = streamed_start_peak_bytes(domain, lens, tables);
             resident = self.ensure_placed(st, srs, streamed, full_width_fraction(&witness.aux))?;
         }
 
@@ -667,6 +671,15 @@ fn full_width_fraction(values: &[Fr]) -> f64 {
 pub struct StreamedPhases {
     /// a, b, c copied over and H's six transforms, two domains on the device at a time.
     pub h_ms: f64,
+    /// Within `h_ms`: a's copy (nothing to hide it behind), b's and c's (each beside a
+    /// transform), whether c had a buffer of its own (else it waited for a·b), whether a, b, c
+    /// were page-locked (copied by DMA), and the wait for the transforms queued after c.
+    pub upload_a_ms: f64,
+    pub upload_b_ms: f64,
+    pub upload_c_ms: f64,
+    pub c_own_buffer: bool,
+    pub abc_page_locked: bool,
+    pub transforms_wait_ms: f64,
     pub msm_h_ms: f64,
     /// L's from copying the aux values over to its sums.
     pub msm_l_ms: f64,
@@ -717,7 +730,9 @@ fn start_streamed(
     }
 
     let t = Instant::now();
-    let da = h_coefficients_two_at_a_time(gpu, ntt, evals, domain)?;
+    let da = h_coefficients_two_at_a_time(gpu, ntt, evals, domain, &mut phases)?;
+    // The MSMs' pieces take the twiddle table's room; the next start makes it again.
+    ntt.release_twiddles(gpu)?;
     phases.h_ms = ms(t);
 
     let t = Instant::now();
@@ -825,12 +840,19 @@ fn h_coefficients_two_at_a_time(
     ntt: &mut Ntt,
     evals: Evaluations,
     domain: usize,
+    phases: &mut StreamedPhases,
 ) -> Result<DevBuf<u32>> {
+    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
     let log_n = domain.trailing_zeros();
+    phases.abc_page_locked = !evals.pins.is_empty();
     // Not taken apart: on an early return the whole drops, its page-locking before its values.
+    let t = Instant::now();
     let da = upload_scalars_padded(gpu, Lane::Main, &evals.a, domain)?;
+    phases.upload_a_ms = ms(t);
     ntt.coset_evaluations(gpu, &da, log_n)?;
+    let t = Instant::now();
     let db = upload_scalars_padded(gpu, Lane::Copy, &evals.b, domain)?;
+    phases.upload_b_ms = ms(t);
     gpu.wait_for(Lane::Main, Lane::Copy)?;
     ntt.coset_evaluations(gpu, &db, log_n)?;
     // c beside a and b while b is transformed, where a third domain fits with a margin for
@@ -838,6 +860,8 @@ fn h_coefficients_two_at_a_time(
     let (free, _) = gpu.mem_info()?;
     let scalar_bytes = FR_LIMBS * 4;
     let own_c = free >= domain * scalar_bytes + (free / 8).min(256 << 20);
+    phases.c_own_buffer = own_c;
+    let t = Instant::now();
     let dc = if own_c {
         let dc = upload_scalars_padded(gpu, Lane::Copy, &evals.c, domain)?;
         ntt.coset_multiply(gpu, &da, &db, log_n)?;
@@ -852,13 +876,16 @@ fn h_coefficients_two_at_a_time(
         gpu.upload_in(Lane::Copy, &db, 0, scalars_as_limbs(&evals.c))?;
         db
     };
+    phases.upload_c_ms = ms(t);
     gpu.wait_for(Lane::Main, Lane::Copy)?;
     // Their values are on the device: kept locked for the next partition's products, or let
     // go of off the GPU's path (unlocking and freeing take a good part of a second).
     super::kept_evaluations::give_back(evals);
     ntt.c_coefficients(gpu, &dc, log_n)?;
     ntt.h_from_coset_product(gpu, &da, &dc, log_n)?;
+    let t = Instant::now();
     gpu.sync_lane(Lane::Main)?;
+    phases.transforms_wait_ms = ms(t);
     drop(dc);
     Ok(da)
 }
@@ -884,18 +911,19 @@ pub fn start_peak_bytes(domain: usize, msm_lens: [usize; 3], b_g2: bool) -> usiz
     h_phase.max(msm_phase)
 }
 
-/// Device bytes `start_streamed` holds at its peak besides resident points and the NTT's
-/// tables, for a domain of `domain` and L, A, B MSMs of `msm_lens` scalars, at the largest of
-/// its phases: two domains while H is computed; then one MSM's scalars with its pieces (the
-/// estimate takes four pieces; pieces size themselves to what is free when the MSM comes);
-/// the aux values with the A and B queries selected from them; A's MSM with B's scalars
-/// waiting. For a 32 GiB partition ~15 GB, the A query's phase.
-pub fn streamed_start_peak_bytes(domain: usize, msm_lens: [usize; 3]) -> usize {
+/// Device bytes `start_streamed` holds at its peak besides resident points, for a domain of
+/// `domain`, L, A, B MSMs of `msm_lens` scalars and NTT tables of `tables` bytes, at the
+/// largest of its phases: two domains and the tables while H is computed (the twiddle table
+/// is let go of after that); then one MSM's scalars with its pieces (the estimate takes four
+/// pieces; pieces size themselves to what is free when the MSM comes); the aux values with the
+/// A and B queries selected from them; A's MSM with B's scalars waiting. For a 32 GiB
+/// partition ~15 GB, the A query's phase.
+pub fn streamed_start_peak_bytes(domain: usize, msm_lens: [usize; 3], tables: usize) -> usize {
     let scalar = FR_LIMBS * 4;
     let [l, a, b] = msm_lens;
     let pieces = |n: usize| super::msm::streamed_bytes(n.div_ceil(4), false);
     let phases = [
-        2 * domain * scalar,
+        2 * domain * scalar + tables,
         domain * scalar + pieces(domain),
         l * scalar + pieces(l),
         (l + a + b) * scalar,
@@ -907,12 +935,13 @@ pub fn streamed_start_peak_bytes(domain: usize, msm_lens: [usize; 3]) -> usize {
 
 /// As `streamed_start_peak_bytes` for a start from recorded constraints: the expanded witness
 /// throughout, beside it the products and H's transforms (two domains: C's product takes B's
-/// buffer once a·b is made), or one MSM's scalars with its pieces.
+/// buffer once a·b is made, and the NTT's `tables`), or one MSM's scalars with its pieces.
 pub fn device_streamed_peak_bytes(
     domain: usize,
     inputs: usize,
     msm_lens: [usize; 3],
     expand_scratch: usize,
+    tables: usize,
 ) -> usize {
     let scalar = FR_LIMBS * 4;
     let witness = (inputs + msm_lens[0]) * scalar;
@@ -920,7 +949,7 @@ pub fn device_streamed_peak_bytes(
     let pieces = super::msm::streamed_bytes(largest.div_ceil(4), false);
     witness
         + expand_scratch
-            .max(2 * domain * scalar)
+            .max(2 * domain * scalar + tables)
             .max(largest * scalar + pieces)
 }
 
@@ -1086,6 +1115,19 @@ pub struct PointSets<'a> {
     pub a: Points<'a, G1Affine>,
     pub b_g1: Points<'a, G1Affine>,
     pub b_g2: Option<Points<'a, G2Affine>>,
+}
+
+impl PointSets<'_> {
+    /// Whether no set streams any of its points.
+    fn all_resident(&self) -> bool {
+        [&self.h, &self.l, &self.a, &self.b_g1]
+            .iter()
+            .all(|p| p.streamed_host().is_none())
+            && self
+                .b_g2
+                .as_ref()
+                .is_none_or(|p| p.streamed_host().is_none())
+    }
 }
 
 /// Σ s_i·P_i over `g1` and, when given, Σ s_i·Q_i over `g2`, for i < n: over one sort when
@@ -1269,7 +1311,13 @@ pub fn start_resident(
             constraints,
             witness,
         } => {
-            let (h, dw) = h_on_device(gpu, ntt, sets.h, constraints, witness, &mut phases)?;
+            let release_tables = !sets.all_resident();
+            let transform = HTransform {
+                constraints,
+                witness,
+                release_tables,
+            };
+            let (h, dw) = h_on_device(gpu, ntt, sets.h, transform, &mut phases)?;
             // Each query's scalars are selected just before its MSM and freed after it, so
             // that no two selections and no MSM scratch but one share the device at once.
             let input = &witness.input;
@@ -1434,6 +1482,15 @@ fn h_from_host(
     Ok((h, bufs))
 }
 
+/// What `h_on_device` makes H from: the recorded constraints and the packed witness; and
+/// whether the twiddle table is let go of after the transforms (a streamed start, whose MSMs'
+/// pieces need the room more).
+struct HTransform<'a> {
+    constraints: &'a DeviceR1cs,
+    witness: &'a PackedWitness,
+    release_tables: bool,
+}
+
 /// H's multiexp with everything made on the device: the packed witness (~90 MB at 32 GiB) is
 /// copied and expanded, and A, B, C are the recorded constraints' products with it, written
 /// into the transforms' buffers. Nothing of size crosses PCIe and no host thread copies or
@@ -1443,10 +1500,14 @@ fn h_on_device(
     gpu: &Gpu,
     ntt: &mut Ntt,
     h_points: Points<G1Affine>,
-    constraints: &DeviceR1cs,
-    witness: &PackedWitness,
+    transform: HTransform,
     phases: &mut StartPhases,
 ) -> Result<(G1Projective, DeviceWitness)> {
+    let HTransform {
+        constraints,
+        witness,
+        release_tables,
+    } = transform;
     let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
     let domain = constraints.rows.max(1).next_power_of_two();
     let log_n = domain.trailing_zeros();
@@ -1474,6 +1535,9 @@ fn h_on_device(
     gpu.sync_lane(Lane::Main)?;
     phases.h_wait_ms = ms(tw);
     drop(dbc);
+    if release_tables {
+        ntt.release_twiddles(gpu)?;
+    }
     phases.h_ms = ms(t);
     let t = Instant::now();
     let h = msm_points(gpu, h_points, None, &da, domain - 1, &mut phases.streaming)?.g1;
@@ -1523,14 +1587,9 @@ impl CudaBackend {
         let i = match self.ensure_resident(st, srs, working)? {
             Some(i) if st.resident[i].whole() => i,
             _ => {
-                let streamed = device_streamed_peak_bytes(domain, r1cs.inputs, lens, expand);
-                return self.start_streamed_from_constraints(
-                    st,
-                    srs,
-                    r1cs,
-                    witness,
-                    streamed + tables,
-                );
+                let streamed =
+                    device_streamed_peak_bytes(domain, r1cs.inputs, lens, expand, tables);
+                return self.start_streamed_from_constraints(st, srs, r1cs, witness, streamed);
             }
         };
         if st.constraints.is_none() {
@@ -1592,6 +1651,9 @@ impl CudaBackend {
         working: usize,
     ) -> Result<Option<Multiexps>> {
         let gpu = &self.gpu;
+        // `working` counts the twiddle table in H's phase, which is the only one that holds
+        // it here: one kept from an earlier start must not count twice.
+        st.ntt.release_twiddles(gpu)?;
         if st.constraints.is_none() {
             let need = DeviceR1cs::bytes_for(r1cs);
             // Resident points give way to the constraints, this circuit's own too: they save a
@@ -1755,10 +1817,14 @@ mod tests {
 
     /// A streamed start of a 32 GiB partition peaks while A's MSM runs with the B query's
     /// scalars selected beside it: under a GiB above H's MSM (its scalars and pieces), the
-    /// peak when the queries were selected on the host just before each MSM.
+    /// peak when the queries were selected on the host just before each MSM. The twiddle
+    /// table (4.3 GB) is held only while H is transformed, under that peak, so it adds nothing.
     #[test]
     fn a_streamed_32_gib_start_peaks_in_the_a_query() {
-        let peak = streamed_start_peak_bytes(DOMAIN_32G, LENS_32G);
+        let tables = twiddle_bytes(27);
+        let peak = streamed_start_peak_bytes(DOMAIN_32G, LENS_32G, tables);
+        assert!(2 * DOMAIN_32G * FR_LIMBS * 4 + tables < peak);
+        assert_eq!(peak, streamed_start_peak_bytes(DOMAIN_32G, LENS_32G, 0));
         let [_, a, b] = LENS_32G;
         let pieces = |n: usize| crate::gpu::msm::streamed_bytes(n.div_ceil(4), false);
         let a_phase = (a + b) * FR_LIMBS * 4 + pieces(a);

@@ -640,12 +640,14 @@ impl Gpu {
     }
 }
 
-/// Host-to-device bandwidth of ordinary (pageable) host memory as c2q copies it, through the
-/// pinned staging buffers: what streamed points travel at.
+/// Host-to-device bandwidth as streamed points travel: by DMA from page-locked host memory
+/// (streamed point sets are page-locked once), or through the pinned staging buffers where
+/// the driver refuses to lock (`page_locked` false).
 #[derive(Clone, Copy, Debug, serde::Serialize)]
 pub struct HostToDevice {
     pub bytes: u64,
     pub gb_per_s: f64,
+    pub page_locked: bool,
 }
 
 impl HostToDevice {
@@ -653,13 +655,25 @@ impl HostToDevice {
     pub fn seconds_for(&self, bytes: u64) -> f64 {
         bytes as f64 / (self.gb_per_s * 1e9)
     }
+
+    /// How the copies went, for the lines that print the bandwidth.
+    pub fn how(&self) -> &'static str {
+        if self.page_locked {
+            "by DMA from page-locked host memory"
+        } else {
+            "through the staging buffers: host memory could not be page-locked"
+        }
+    }
 }
 
 impl Gpu {
-    /// Measures `HostToDevice` with copies of `bytes` (the best of three, after one warm-up).
+    /// Measures `HostToDevice` with copies of `bytes` (the best of three, after one warm-up),
+    /// from page-locked host memory where the driver locks it.
     pub fn measure_host_to_device(&self, bytes: usize) -> Result<HostToDevice> {
         let words = bytes.div_ceil(4).max(1);
         let host: Vec<u32> = (0..words as u32).collect();
+        // Unlocked before `host` is freed: declared after it, so dropped first.
+        let locked = self.page_lock(&host).ok().flatten();
         let dev = self.alloc::<u32>(words)?;
         self.upload_in(Lane::Copy, &dev, 0, &host)?;
         let mut best = f64::MAX;
@@ -672,6 +686,7 @@ impl Gpu {
         Ok(HostToDevice {
             bytes,
             gb_per_s: bytes as f64 / best.max(1e-9) / 1e9,
+            page_locked: locked.is_some(),
         })
     }
 }

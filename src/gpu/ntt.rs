@@ -83,10 +83,43 @@ pub fn twiddle_bytes(log_n: u32) -> usize {
 /// power tables of the scalings used so far (a handful per domain size: n^-1, the coset
 /// generator and its inverse). Keeping them resident means a scaling never waits for the host,
 /// so the transforms of H can be queued while the host copies the next input.
+///
+/// A streamed start lets go of the twiddle table once H's transforms are done
+/// (`release_twiddles`): at 2^27 it is 4.3 GB, which a small GPU needs for its MSMs' pieces
+/// more than the start needs the table kept. It is made again on the device from its seeds
+/// (5 MB, kept), in a few kernels and without the host.
 #[derive(Default)]
 pub struct Ntt {
     twiddles: Option<(u32, DevBuf<u32>)>,
+    seeds: Option<TwiddleSeeds>,
     powers: Vec<PowerTable>,
+}
+
+/// The (hi, lo) power tables every stage of the twiddle table is made from (`power_tables`),
+/// for transforms up to 2^log elements, in one device buffer: stage t's at `at[t]`.
+struct TwiddleSeeds {
+    log: u32,
+    at: Vec<(usize, usize)>,
+    buf: DevBuf<u32>,
+}
+
+impl TwiddleSeeds {
+    fn upload(gpu: &Gpu, log: u32) -> Result<TwiddleSeeds> {
+        let mut all = Vec::new();
+        let mut at = Vec::with_capacity(log as usize);
+        for t in 0..log {
+            // Stage t: w_t^e for e < 2^t, w_t = omega(t + 1).
+            let (hi, lo) = power_tables(omega(t + 1), Fr::ONE, 1u64 << t);
+            at.push((all.len(), all.len() + hi.len()));
+            all.extend(hi);
+            all.extend(lo);
+        }
+        Ok(TwiddleSeeds {
+            log,
+            at,
+            buf: upload_scalars(gpu, &all)?,
+        })
+    }
 }
 
 /// Device tables for c·x^i, i < 2^log_n (see `power_tables`).
@@ -104,6 +137,7 @@ impl Ntt {
     /// Device bytes held by the twiddle and power tables.
     pub fn resident_bytes(&self) -> usize {
         self.twiddles.as_ref().map_or(0, |(_, b)| b.bytes())
+            + self.seeds.as_ref().map_or(0, |s| s.buf.bytes())
             + self
                 .powers
                 .iter()
@@ -146,24 +180,43 @@ impl Ntt {
         // Drop the smaller table first: its memory may be needed for the new one.
         self.twiddles = None;
         let log = log_n.max(1);
+        if self.seeds.as_ref().is_none_or(|s| s.log < log) {
+            self.seeds = None;
+            self.seeds = Some(TwiddleSeeds::upload(gpu, log)?);
+        }
+        let seeds = self
+            .seeds
+            .as_ref()
+            .ok_or_else(|| anyhow::anyhow!("no twiddle seeds after making them"))?;
         let table = gpu.alloc::<u32>(table_len(log) as usize * FR_LIMBS)?;
-        for t in 0..log {
-            // Stage t: w_t^e for e < 2^t at offset 2^t − 1, w_t = omega(t + 1).
+        for (t, &(hi, lo)) in seeds.at.iter().enumerate().take(log as usize) {
+            // Stage t: w_t^e for e < 2^t at offset 2^t − 1.
             let count = 1u64 << t;
-            let (hi, lo) = power_tables(omega(t + 1), Fr::ONE, count);
-            let dhi = upload_scalars(gpu, &hi)?;
-            let dlo = upload_scalars(gpu, &lo)?;
-            let out = table.at(table_len(t) as usize * FR_LIMBS);
+            let out = table.at(table_len(t as u32) as usize * FR_LIMBS);
             kernels::GEN_POWERS.launch(
                 gpu,
                 blocks(count, 256)?,
                 256,
-                (out, count, dhi.ptr(), dlo.ptr()),
+                (
+                    out,
+                    count,
+                    seeds.buf.at(hi * FR_LIMBS),
+                    seeds.buf.at(lo * FR_LIMBS),
+                ),
             )?;
-            // dhi and dlo are freed at the end of this iteration: let the kernel finish first.
-            gpu.sync()?;
         }
+        // Queued on the main lane like every transform after it: nothing to wait for here.
         self.twiddles = Some((log, table));
+        Ok(())
+    }
+
+    /// Lets go of the twiddle table, which the next transform makes again from the kept seeds.
+    /// Waits for the main lane first: a transform queued there may still read the table.
+    pub fn release_twiddles(&mut self, gpu: &Gpu) -> Result<()> {
+        if self.twiddles.is_some() {
+            gpu.sync_lane(super::device::Lane::Main)?;
+            self.twiddles = None;
+        }
         Ok(())
     }
 
