@@ -671,10 +671,12 @@ fn full_width_fraction(values: &[Fr]) -> f64 {
 pub struct StreamedPhases {
     /// a, b, c copied over and H's six transforms, two domains on the device at a time.
     pub h_ms: f64,
-    /// Within `h_ms`: a's copy (nothing to hide it behind), b's and c's (each beside a
-    /// transform), whether c had a buffer of its own (else it waited for a·b), whether a, b, c
-    /// were page-locked (copied by DMA), and the wait for the transforms queued after c.
+    /// Within `h_ms`: a's copy (nothing to hide it behind; its buffer's allocation included,
+    /// and apart), b's and c's (each beside a transform), whether c had a buffer of its own
+    /// (else it waited for a·b), whether a, b, c were page-locked (copied by DMA), and the
+    /// wait for the transforms queued after c.
     pub upload_a_ms: f64,
+    pub alloc_a_ms: f64,
     pub upload_b_ms: f64,
     pub upload_c_ms: f64,
     pub c_own_buffer: bool,
@@ -847,7 +849,12 @@ fn h_coefficients_two_at_a_time(
     phases.abc_page_locked = !evals.pins.is_empty();
     // Not taken apart: on an early return the whole drops, its page-locking before its values.
     let t = Instant::now();
-    let da = upload_scalars_padded(gpu, Lane::Main, &evals.a, domain)?;
+    let da = gpu.alloc::<u32>(domain * FR_LIMBS)?;
+    phases.alloc_a_ms = ms(t);
+    if evals.a.len() < domain {
+        gpu.memset_zero_in(Lane::Main, &da)?;
+    }
+    gpu.upload_in(Lane::Main, &da, 0, scalars_as_limbs(&evals.a))?;
     phases.upload_a_ms = ms(t);
     ntt.coset_evaluations(gpu, &da, log_n)?;
     let t = Instant::now();

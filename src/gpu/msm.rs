@@ -889,8 +889,8 @@ pub struct ResidentPrefix<'a> {
 /// the device and the points in host memory, or, for the first terms, on the device already
 /// (`resident`), all in pieces of `piece` terms: the streamed points go over piece by piece,
 /// each copied over the copy lane by another host thread while the piece before (or the
-/// resident terms) is summed, into two piece buffers made once. What the copies cost, and how much of it the
-/// sums hid, comes back beside the sums.
+/// resident terms) is summed, into two piece buffers made once. What the copies cost, and how
+/// much of it the sums hid, comes back beside the sums.
 pub fn msm_streamed(
     gpu: &Gpu,
     points: HostPoints,
