@@ -21,6 +21,7 @@ use super::report::{print_devices, seeded_rng, Tally};
 use super::sectors_check::sectors_check;
 use crate::gpu::backend::{
     device_start_peak_bytes, start_peak_bytes, streamed_start_peak_bytes, CudaBackend,
+    StreamedAllowance,
 };
 use crate::gpu::device::Gpu;
 use crate::gpu::limbs::{
@@ -600,7 +601,7 @@ fn starts_within_limits(
     let all_points = g1_bytes + srs.b_g2.len() * G2_AFFINE_LIMBS * 4;
     let placeable = g1_bytes > 16 << 20;
     let streamed_working =
-        streamed_start_peak_bytes(domain, lens, twiddle_bytes(domain.trailing_zeros()));
+        streamed_start_peak_bytes(domain, lens, StreamedAllowance::for_domain(domain));
     // The placement keeps a sixteenth of what is free as its margin.
     let limit = ((streamed_working + g1_bytes / 2) * 16 / 15).min(g1_resident - 1);
     let limited = CudaBackend::with_memory_limit(device, Some(limit))?;

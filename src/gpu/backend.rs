@@ -616,7 +616,8 @@ impl CudaBackend {
         let working = start_peak_bytes(domain, lens, false) + tables;
         let mut resident = self.ensure_resident(st, srs, working)?;
         if resident.is_none() {
-            let streamed = streamed_start_peak_bytes(domain, lens, tables);
+            let allow = StreamedAllowance::for_domain(domain);
+            let streamed = streamed_start_peak_bytes(domain, lens, allow);
             resident = self.ensure_placed(st, srs, streamed, full_width_fraction(&witness.aux))?;
         }
 
@@ -918,46 +919,81 @@ pub fn start_peak_bytes(domain: usize, msm_lens: [usize; 3], b_g2: bool) -> usiz
     h_phase.max(msm_phase)
 }
 
+/// What the working-memory estimate of a streamed start allows beside the circuit's shape: the
+/// NTT's tables (held while H is transformed), and the pieces its largest MSMs are taken to be
+/// summed in. Pieces size themselves to what is free when each MSM comes, so the estimate's
+/// count decides only what the GPU is asked to leave free: for the placement's room, and for
+/// whether the recorded constraints fit beside a streamed start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamedAllowance {
+    pub tables: usize,
+    pub pieces: usize,
+}
+
+impl StreamedAllowance {
+    /// Four pieces by default. `C2Q_STREAMED_PIECES=N` (2 to 16) is a tuning knob: with 8, a
+    /// 24 GiB GPU is asked for ~5 GB less, and takes a 32 GiB partition's recorded constraints
+    /// (7.3 GB) beside a streamed start, A, B, C made there rather than on the CPU. Not yet
+    /// measured at that size (`ops/bench/gpu-2026-12-05-x.md` says what to expect).
+    pub fn for_domain(domain: usize) -> StreamedAllowance {
+        let pieces = std::env::var("C2Q_STREAMED_PIECES")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(4)
+            .clamp(2, 16);
+        StreamedAllowance {
+            tables: super::ntt::twiddle_bytes(domain.trailing_zeros()),
+            pieces,
+        }
+    }
+
+    /// Device bytes of one piece of an MSM of `n` terms, points and scratch.
+    fn piece_bytes(&self, n: usize) -> usize {
+        super::msm::streamed_bytes(n.div_ceil(self.pieces.max(1)), false)
+    }
+}
+
 /// Device bytes `start_streamed` holds at its peak besides resident points, for a domain of
-/// `domain`, L, A, B MSMs of `msm_lens` scalars and NTT tables of `tables` bytes, at the
-/// largest of its phases: two domains and the tables while H is computed (the twiddle table
-/// is let go of after that); then one MSM's scalars with its pieces (the estimate takes four
-/// pieces; pieces size themselves to what is free when the MSM comes); the aux values with the
-/// A and B queries selected from them; A's MSM with B's scalars waiting. For a 32 GiB
-/// partition ~15 GB, the A query's phase.
-pub fn streamed_start_peak_bytes(domain: usize, msm_lens: [usize; 3], tables: usize) -> usize {
+/// `domain` and L, A, B MSMs of `msm_lens` scalars, at the largest of its phases: two domains
+/// and the NTT's tables while H is computed (the twiddle table is let go of after that); then
+/// one MSM's scalars with its pieces (`allow.pieces` of them); the aux values with the A and B
+/// queries selected from them; A's MSM with B's scalars waiting. For a 32 GiB partition
+/// ~15 GB, the A query's phase.
+pub fn streamed_start_peak_bytes(
+    domain: usize,
+    msm_lens: [usize; 3],
+    allow: StreamedAllowance,
+) -> usize {
     let scalar = FR_LIMBS * 4;
     let [l, a, b] = msm_lens;
-    let pieces = |n: usize| super::msm::streamed_bytes(n.div_ceil(4), false);
     let phases = [
-        2 * domain * scalar + tables,
-        domain * scalar + pieces(domain),
-        l * scalar + pieces(l),
+        2 * domain * scalar + allow.tables,
+        domain * scalar + allow.piece_bytes(domain),
+        l * scalar + allow.piece_bytes(l),
         (l + a + b) * scalar,
-        (a + b) * scalar + pieces(a),
-        b * scalar + pieces(b),
+        (a + b) * scalar + allow.piece_bytes(a),
+        b * scalar + allow.piece_bytes(b),
     ];
     phases.into_iter().max().unwrap_or(0)
 }
 
 /// As `streamed_start_peak_bytes` for a start from recorded constraints: the expanded witness
 /// throughout, beside it the products and H's transforms (two domains: C's product takes B's
-/// buffer once a·b is made, and the NTT's `tables`), or one MSM's scalars with its pieces.
+/// buffer once a·b is made, and the NTT's tables), or one MSM's scalars with its pieces.
 pub fn device_streamed_peak_bytes(
     domain: usize,
     inputs: usize,
     msm_lens: [usize; 3],
     expand_scratch: usize,
-    tables: usize,
+    allow: StreamedAllowance,
 ) -> usize {
     let scalar = FR_LIMBS * 4;
     let witness = (inputs + msm_lens[0]) * scalar;
     let largest = msm_lens.into_iter().fold(domain, usize::max);
-    let pieces = super::msm::streamed_bytes(largest.div_ceil(4), false);
     witness
         + expand_scratch
-            .max(2 * domain * scalar + tables)
-            .max(largest * scalar + pieces)
+            .max(2 * domain * scalar + allow.tables)
+            .max(largest * scalar + allow.piece_bytes(largest))
 }
 
 /// Device bytes a proving start from recorded constraints (`StartInput::Device`) holds at its
@@ -1594,8 +1630,8 @@ impl CudaBackend {
         let i = match self.ensure_resident(st, srs, working)? {
             Some(i) if st.resident[i].whole() => i,
             _ => {
-                let streamed =
-                    device_streamed_peak_bytes(domain, r1cs.inputs, lens, expand, tables);
+                let allow = StreamedAllowance::for_domain(domain);
+                let streamed = device_streamed_peak_bytes(domain, r1cs.inputs, lens, expand, allow);
                 return self.start_streamed_from_constraints(st, srs, r1cs, witness, streamed);
             }
         };
@@ -1822,16 +1858,50 @@ mod tests {
         assert!(working + 8 * GIB < start_peak_bytes(DOMAIN_32G, LENS_32G, true) + aux * 32);
     }
 
+    /// A 24 GiB GPU holds a 32 GiB partition's recorded constraints beside a streamed start
+    /// when the estimate takes eight pieces (H's transforms then peak: 24.4 GB with the
+    /// witness and the constraints), not with the default four (27.3 GB): pieces size
+    /// themselves at run time, so only the estimate stands in the way.
+    #[test]
+    fn a_24_gib_gpu_holds_the_constraints_beside_a_streamed_start_of_eight_pieces() {
+        let aux = LENS_32G[0];
+        let expand = aux.div_ceil(64) * 20 + aux / 50 * FR_LIMBS * 4;
+        let cap = 24 * GIB;
+        let need = |pieces| {
+            let allow = StreamedAllowance {
+                tables: twiddle_bytes(27),
+                pieces,
+            };
+            CONSTRAINTS_32G + device_streamed_peak_bytes(DOMAIN_32G, 328, LENS_32G, expand, allow)
+        };
+        assert!(need(4) > cap, "{:.1} GiB", need(4) as f64 / GIB as f64);
+        assert!(
+            need(8) + GIB < cap,
+            "{:.1} GiB",
+            need(8) as f64 / GIB as f64
+        );
+        // With eight, H's transforms are the peak: two domains, the tables and the witness.
+        let transforms = (328 + aux + 2 * DOMAIN_32G) * FR_LIMBS * 4 + twiddle_bytes(27);
+        assert_eq!(need(8), CONSTRAINTS_32G + transforms);
+    }
+
     /// A streamed start of a 32 GiB partition peaks while A's MSM runs with the B query's
     /// scalars selected beside it: under a GiB above H's MSM (its scalars and pieces), the
     /// peak when the queries were selected on the host just before each MSM. The twiddle
     /// table (4.3 GB) is held only while H is transformed, under that peak, so it adds nothing.
     #[test]
     fn a_streamed_32_gib_start_peaks_in_the_a_query() {
-        let tables = twiddle_bytes(27);
-        let peak = streamed_start_peak_bytes(DOMAIN_32G, LENS_32G, tables);
-        assert!(2 * DOMAIN_32G * FR_LIMBS * 4 + tables < peak);
-        assert_eq!(peak, streamed_start_peak_bytes(DOMAIN_32G, LENS_32G, 0));
+        let allow = StreamedAllowance {
+            tables: twiddle_bytes(27),
+            pieces: 4,
+        };
+        let peak = streamed_start_peak_bytes(DOMAIN_32G, LENS_32G, allow);
+        assert!(2 * DOMAIN_32G * FR_LIMBS * 4 + allow.tables < peak);
+        let no_tables = StreamedAllowance { tables: 0, ..allow };
+        assert_eq!(
+            peak,
+            streamed_start_peak_bytes(DOMAIN_32G, LENS_32G, no_tables)
+        );
         let [_, a, b] = LENS_32G;
         let pieces = |n: usize| crate::gpu::msm::streamed_bytes(n.div_ceil(4), false);
         let a_phase = (a + b) * FR_LIMBS * 4 + pieces(a);
