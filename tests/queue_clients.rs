@@ -15,6 +15,9 @@ use queue_support::*;
 async fn python_producer_and_c2q_submit_get_proofs_that_filecoin_proofs_accepts() {
     common::ensure_2kib_params();
     let env = Env::new("clients");
+    // The queues exist before a client publishes (as once any worker has started): the
+    // producer publishes with `mandatory`, so a job with no queue bound yet is refused.
+    let _topology = env.broker().await;
     let _w = env.spawn_worker("w");
     let sealed = common::seal(RegisteredSealProof::StackedDrg2KiBV1_1, 1000, 7, 99);
     let raw = common::write_c1(&sealed, env.dir.path(), false);
