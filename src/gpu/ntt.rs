@@ -134,17 +134,6 @@ impl Ntt {
         Ntt::default()
     }
 
-    /// Device bytes held by the twiddle and power tables.
-    pub fn resident_bytes(&self) -> usize {
-        self.twiddles.as_ref().map_or(0, |(_, b)| b.bytes())
-            + self.seeds.as_ref().map_or(0, |s| s.buf.bytes())
-            + self
-                .powers
-                .iter()
-                .map(|p| p.hi.bytes() + p.lo.bytes())
-                .sum::<usize>()
-    }
-
     /// Device addresses of the (hi, lo) tables for c·x^i, i < 2^log_n, made on first use.
     /// The upload goes over the copy lane and the main lane waits for it, so queued work on
     /// the main lane is not waited for.
