@@ -220,7 +220,12 @@ async fn curio_proving_engine_calls_reach_the_fleet() {
     };
 
     // A worker starts: it takes C (urgent) first, passes over the cancelled B, proves A.
-    let worker = env.spawn_worker("w");
+    // With one job fetched ahead (`pipeline.prefetch = 1`) it takes the next only once C
+    // has begun, so the order it says "proving" in is the order it took them; with more,
+    // the jobs it took together would race to their ledger claims.
+    let mut one_ahead = env.config.clone();
+    one_ahead.pipeline.prefetch = Some(1);
+    let worker = env.spawn_worker_with("w", &one_ahead);
     let report = run("await", with(&a, &["--request-id", "curio-a"]));
     assert_eq!(report["status"], "COMPLETED", "{report}");
     assert!(
