@@ -10,7 +10,9 @@ with a message. Status codes are compared by name (grpc.StatusCode.X.name).
 import argparse
 import base64
 import json
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 
@@ -23,6 +25,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def stubs():
     """Generate the stubs from the .proto in a temporary directory and import them."""
     out = tempfile.mkdtemp(prefix="c2q-cuzk-stubs-")
+    atexit.register(shutil.rmtree, out, ignore_errors=True)
     proto_dir = os.path.join(REPO, "proto")
     rc = protoc.main(
         [
