@@ -35,9 +35,11 @@
 //! |---|---|
 //! | `C2Q_KERNEL_CACHE` | Directory of compiled kernels (default `$XDG_CACHE_HOME/c2q/kernels`, else `~/.cache/c2q/kernels`). |
 //! | `C2Q_KERNELS_PORTABLE` | Any value: the kernels are built with `-DC2Q_PORTABLE`, plain C++ field arithmetic instead of the carry-chain assembly, to rule that out when a GPU disagrees with the CPU. |
-//! | `C2Q_KERNEL_DEFINES` | `-DNAME[=VALUE] …` passed to NVRTC: the kernels' tuning macros (`C2Q_ACCUMULATE_BLOCKS`, `C2Q_ACCUMULATE_BLOCKS_G2`, `C2Q_NTT_BLOCKS`, `C2Q_MUL_WIDE`, `C2Q_MSM_PREFETCH`; `kernels/README.md`), so one binary can time variants. The kernel cache keys on them. |
+//! | `C2Q_KERNEL_DEFINES` | `-DNAME[=VALUE] …` passed to NVRTC: the kernels' tuning macros (`C2Q_ACCUMULATE_BLOCKS`, `C2Q_ACCUMULATE_BLOCKS_G2`, `C2Q_NTT_BLOCKS`, `C2Q_MUL_WIDE`, `C2Q_SQR`, `C2Q_LAZY`, `C2Q_FP_INLINE`, `C2Q_MSM_PREFETCH`; `kernels/README.md`), so one binary can time variants. The kernel cache keys on them. |
 //! | `C2Q_MSM_WINDOW` | The MSM window in bits (clamped to 3–22) instead of the one computed for the MSM's size. |
 //! | `C2Q_PLACEMENT` | `whole`: a circuit's points are resident whole or not at all, as before placement by value (`gpu::placement`), for comparison runs. |
+//! | `C2Q_STREAMED_PIECES` | `N` (2 to 16, default 4): the pieces a streamed start's working-memory estimate takes its largest MSMs in (at run time pieces size themselves to what is free); with 8, a 24 GB card keeps a 32 GiB partition's recorded constraints. Not yet measured on a GPU. |
+//! | `C2Q_MSM_CONT_GROUP` | `N` (1 to 1024, default 16): how many continuation slots of one long bucket `msm_cont_fold` sums together; 1 turns the fold off. |
 //! | `C2Q_MSM_TRACE` | Any value: each MSM phase is synchronised and timed (so phases no longer overlap), and the totals are printed to stderr. |
 //! | `C2Q_WITNESS` | `native` or `gadgets`: the ignored timing test `witness_of_a_32gib_partition_timed` times only that way of computing the witness; `native`, `gadgets` or `sequential` (or a comma-separated list): likewise for `window_post_witness_of_a_32gib_partition_timed`. |
 //!

@@ -36,7 +36,8 @@ fn chunk_len(m: u32) -> u32 {
 /// gives ~140). On an H200, a 32 GiB B query's pieces of 8.3M terms hold a bucket of 46,000
 /// entries (a repeated value) in chunks of 32: their G2 bucket fix took 98 ms a piece unfolded,
 /// 23–25 ms with the partial groups folded too in groups of 8 (ops/bench/gpu-2026-12-04-v.md);
-/// groups of 16 as folded here are not timed yet.
+/// in groups of 16, as here, the whole B multiexp with its G2 half streamed took 339 ms a start
+/// at 48 GiB against 727 unfolded (ops/bench/gpu-2026-12-05-w.md).
 fn cont_group() -> u32 {
     // Diagnostic override, for tuning runs (1: no fold).
     std::env::var("C2Q_MSM_CONT_GROUP")
