@@ -10,7 +10,7 @@
 //!
 //! They are the partitions' own memory, which the memory gate reserves while a job is in
 //! flight: two sets per GPU at most are kept (one being filled, one waiting for the start),
-//! and all are let go of when a start stage finds nothing to prove (`Backend::idle`).
+//! and all are let go of when no start stage has anything to prove (`Backend::idle`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;

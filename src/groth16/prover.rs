@@ -67,8 +67,9 @@ pub trait Backend: Send + Sync {
         None
     }
 
-    /// Called when this backend's start stage finds no partition waiting: it lets go of what
-    /// it keeps for the next one (reusable evaluations).
+    /// Called when this backend's start stage finds no partition waiting and no other start
+    /// stage is proving one: it lets go of what it keeps for the next one (reusable
+    /// evaluations).
     fn idle(&self) {}
 
     /// Whether this backend can make the A, B, C evaluations itself from recorded constraints

@@ -195,6 +195,7 @@ impl Pipeline {
             )?);
         }
         let quarantine = Arc::new(stages::Quarantine::new(quarantine_after, backends.len()));
+        let in_progress = Arc::new(stages::StartsInProgress::default());
         for (i, backend) in backends.into_iter().enumerate() {
             let rx = stages::Lanes::new(urgent_start_rx.clone(), start_rx.clone());
             let tx = stages::FinishQueues {
@@ -203,10 +204,13 @@ impl Pipeline {
             };
             let to_assemble = to_assemble.clone();
             let quarantine = quarantine.clone();
+            let in_progress = in_progress.clone();
             let place = place.clone();
             threads.push(spawn(
                 &format!("c2q-start-{i}"),
-                Box::new(move || stages::start(backend, place, quarantine, rx, tx, to_assemble)),
+                Box::new(move || {
+                    stages::start(backend, place, quarantine, in_progress, rx, tx, to_assemble)
+                }),
             )?);
         }
         drop(to_finish);
@@ -618,6 +622,84 @@ mod tests {
         assert!(pipeline.backends_out_of_service().is_empty());
         assert!(bad.0.load(Ordering::SeqCst) >= 3);
         pipeline.shutdown();
+    }
+
+    /// What the backends of `Watched` saw, together.
+    #[derive(Default)]
+    struct Watch {
+        in_start: AtomicUsize,
+        told_idle_during_a_start: AtomicUsize,
+        told_idle_since_the_last_start: std::sync::atomic::AtomicBool,
+    }
+
+    /// A CPU backend standing in for one of several GPUs, whose starts take `delay_ms` longer.
+    struct Watched {
+        watch: Arc<Watch>,
+        delay_ms: u64,
+    }
+
+    impl Backend for Watched {
+        fn name(&self) -> String {
+            format!("watched gpu ({} ms a start)", self.delay_ms)
+        }
+
+        fn start(&self, srs: &Srs, evals: Evaluations, witness: &Witness) -> Result<Multiexps> {
+            self.watch.in_start.fetch_add(1, Ordering::SeqCst);
+            self.watch
+                .told_idle_since_the_last_start
+                .store(false, Ordering::SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(self.delay_ms));
+            let sums = CpuBackend.start(srs, evals, witness);
+            self.watch.in_start.fetch_sub(1, Ordering::SeqCst);
+            sums
+        }
+
+        fn idle(&self) {
+            if self.watch.in_start.load(Ordering::SeqCst) > 0 {
+                self.watch
+                    .told_idle_during_a_start
+                    .fetch_add(1, Ordering::SeqCst);
+            }
+            self.watch
+                .told_idle_since_the_last_start
+                .store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// With several GPUs, one waiting while another proves is not idle: the job is still in
+    /// flight, and a GPU that let go of its kept evaluations then would make the next
+    /// partition lock them anew. A backend is told it is idle only when no start is in
+    /// progress, and is told once the last one is done.
+    #[test]
+    fn backends_are_told_they_are_idle_only_when_no_start_is_in_progress() {
+        let watch = Arc::new(Watch::default());
+        let backends: Vec<Arc<dyn Backend>> = [5, 150]
+            .into_iter()
+            .map(|delay_ms| {
+                Arc::new(Watched {
+                    watch: watch.clone(),
+                    delay_ms,
+                }) as Arc<dyn Backend>
+            })
+            .collect();
+        let pipeline = Pipeline::start(backends, 2, 1, 3).expect("pipeline starts");
+        for k in 0..2 {
+            prove_one(&pipeline, &format!("job-{k}"), 6).expect("proved");
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !watch.told_idle_since_the_last_start.load(Ordering::SeqCst) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no backend was told it is idle after the last start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        pipeline.shutdown();
+        assert_eq!(
+            watch.told_idle_during_a_start.load(Ordering::SeqCst),
+            0,
+            "a backend was told it is idle while another was proving"
+        );
     }
 
     #[test]
