@@ -8,9 +8,9 @@ with a message. Status codes are compared by name (grpc.StatusCode.X.name).
 """
 
 import argparse
+import atexit
 import base64
 import json
-import atexit
 import os
 import shutil
 import sys
