@@ -277,7 +277,7 @@ impl Drop for Pipeline {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
     use super::*;
     use crate::canary::CanaryJob;
@@ -629,7 +629,7 @@ mod tests {
     struct Watch {
         in_start: AtomicUsize,
         told_idle_during_a_start: AtomicUsize,
-        told_idle_since_the_last_start: std::sync::atomic::AtomicBool,
+        told_idle_since_the_last_start: AtomicBool,
     }
 
     /// A CPU backend standing in for one of several GPUs, whose starts take `delay_ms` longer.
