@@ -931,25 +931,61 @@ pub struct StreamedAllowance {
 }
 
 impl StreamedAllowance {
-    /// Four pieces by default. `C2Q_STREAMED_PIECES=N` (2 to 16) is a tuning knob: with 8, a
-    /// 24 GiB GPU is asked for ~5 GB less, and takes a 32 GiB partition's recorded constraints
-    /// (7.3 GB) beside a streamed start, A, B, C made there rather than on the CPU. Not yet
-    /// measured at that size (`ops/bench/gpu-2026-12-05-x.md` says what to expect).
+    /// The pieces an estimate takes unless told otherwise.
+    pub const DEFAULT_PIECES: usize = 4;
+    /// The pieces an estimate may take so that a circuit's recorded constraints stay on the
+    /// GPU beside a streamed start (`pieces_beside_constraints`).
+    pub const PIECES_FOR_CONSTRAINTS: usize = 8;
+
+    /// The default estimate, or the pieces `C2Q_STREAMED_PIECES` names.
     pub fn for_domain(domain: usize) -> StreamedAllowance {
-        let pieces = std::env::var("C2Q_STREAMED_PIECES")
-            .ok()
-            .and_then(|v| v.parse::<usize>().ok())
-            .unwrap_or(4)
-            .clamp(2, 16);
+        let pieces = Self::pieces_override().unwrap_or(Self::DEFAULT_PIECES);
+        Self::with_pieces(domain, pieces)
+    }
+
+    pub fn with_pieces(domain: usize, pieces: usize) -> StreamedAllowance {
         StreamedAllowance {
             tables: super::ntt::twiddle_bytes(domain.trailing_zeros()),
             pieces,
         }
     }
 
+    /// `C2Q_STREAMED_PIECES=N` (2 to 16): a tuning knob that fixes the estimate's pieces for
+    /// every streamed start, in place of the choice `pieces_beside_constraints` makes.
+    pub fn pieces_override() -> Option<usize> {
+        std::env::var("C2Q_STREAMED_PIECES")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .map(|p| p.clamp(2, 16))
+    }
+
     /// Device bytes of one piece of an MSM of `n` terms, points and scratch.
     fn piece_bytes(&self, n: usize) -> usize {
         super::msm::streamed_bytes(n.div_ceil(self.pieces.max(1)), false)
+    }
+}
+
+/// The pieces a streamed start from recorded constraints is estimated in: the default four,
+/// or eight when only that lets the constraints (`constraints` bytes) stay beside the start in
+/// `room` (device memory free once no points are resident). Pieces size themselves at run
+/// time to what is free, so the estimate decides only what is asked to stay free. Keeping the
+/// constraints is worth more than the longer pieces cost: A, B and C are then made on the GPU
+/// (a 24 GiB GPU's start no longer copies 12.5 GB of host-made a, b, c, and the host no
+/// longer makes them), where eight pieces add only their bucket work to the MSMs.
+pub fn pieces_beside_constraints(
+    constraints: usize,
+    room: usize,
+    working: impl Fn(usize) -> usize,
+) -> usize {
+    let fits = |pieces| constraints + working(pieces) <= room;
+    let (four, eight) = (
+        StreamedAllowance::DEFAULT_PIECES,
+        StreamedAllowance::PIECES_FOR_CONSTRAINTS,
+    );
+    if !fits(four) && fits(eight) {
+        eight
+    } else {
+        four
     }
 }
 
@@ -1630,8 +1666,10 @@ impl CudaBackend {
         let i = match self.ensure_resident(st, srs, working)? {
             Some(i) if st.resident[i].whole() => i,
             _ => {
-                let allow = StreamedAllowance::for_domain(domain);
-                let streamed = device_streamed_peak_bytes(domain, r1cs.inputs, lens, expand, allow);
+                let streamed = |pieces| {
+                    let allow = StreamedAllowance::with_pieces(domain, pieces);
+                    device_streamed_peak_bytes(domain, r1cs.inputs, lens, expand, allow)
+                };
                 return self.start_streamed_from_constraints(st, srs, r1cs, witness, streamed);
             }
         };
@@ -1691,24 +1729,34 @@ impl CudaBackend {
         srs: &Srs,
         r1cs: &R1cs,
         witness: &PackedWitness,
-        working: usize,
+        streamed: impl Fn(usize) -> usize,
     ) -> Result<Option<Multiexps>> {
         let gpu = &self.gpu;
-        // `working` counts the twiddle table in H's phase, which is the only one that holds
-        // it here: one kept from an earlier start must not count twice.
+        // The working memory counts the twiddle table in H's phase, which is the only one that
+        // holds it here: one kept from an earlier start must not count twice.
         st.ntt.release_twiddles(gpu)?;
+        let need = DeviceR1cs::bytes_for(r1cs);
+        let pieces = match StreamedAllowance::pieces_override() {
+            Some(pieces) => pieces,
+            None => {
+                let (free, _) = gpu.mem_info()?;
+                let held: usize = st.resident.iter().map(Resident::bytes).sum::<usize>()
+                    + st.constraints.as_ref().map_or(0, DeviceR1cs::bytes);
+                pieces_beside_constraints(need, free + held, &streamed)
+            }
+        };
+        let working = streamed(pieces);
         if st.constraints.is_none() {
-            let need = DeviceR1cs::bytes_for(r1cs);
             // Resident points give way to the constraints, this circuit's own too: they save a
             // start more than any point set does. The points are placed again in what is left.
             if !self.make_room(st, need + working)? {
                 let (free, _) = gpu.mem_info()?;
-                tracing::debug!(circuit = %r1cs.circuit_id, need, free, working, "recorded constraints do not fit beside a streamed start");
+                tracing::debug!(circuit = %r1cs.circuit_id, need, free, working, pieces, "recorded constraints do not fit beside a streamed start");
                 return Ok(None);
             }
             match DeviceR1cs::upload(gpu, r1cs) {
                 Ok(d) => {
-                    tracing::info!(circuit = %r1cs.circuit_id, bytes = d.bytes(), gpu = %gpu.info, "recorded constraints resident on the GPU, the points streamed from host memory where they do not fit");
+                    tracing::info!(circuit = %r1cs.circuit_id, bytes = d.bytes(), gpu = %gpu.info, estimated_pieces = pieces, "recorded constraints resident on the GPU, the points streamed from host memory where they do not fit");
                     st.constraints = Some(d);
                 }
                 Err(e) if e.downcast_ref::<OutOfDeviceMemory>().is_some() => return Ok(None),
@@ -1861,19 +1909,23 @@ mod tests {
     /// A 24 GiB GPU holds a 32 GiB partition's recorded constraints beside a streamed start
     /// when the estimate takes eight pieces (H's transforms then peak: 24.4 GB with the
     /// witness and the constraints), not with the default four (27.3 GB): pieces size
-    /// themselves at run time, so only the estimate stands in the way.
+    /// themselves at run time, so only the estimate stands in the way, and the estimate takes
+    /// eight there. A 48 GiB GPU holds them with four, a 16 GiB one with neither.
     #[test]
     fn a_24_gib_gpu_holds_the_constraints_beside_a_streamed_start_of_eight_pieces() {
         let aux = LENS_32G[0];
         let expand = aux.div_ceil(64) * 20 + aux / 50 * FR_LIMBS * 4;
         let cap = 24 * GIB;
-        let need = |pieces| {
-            let allow = StreamedAllowance {
-                tables: twiddle_bytes(27),
-                pieces,
-            };
-            CONSTRAINTS_32G + device_streamed_peak_bytes(DOMAIN_32G, 328, LENS_32G, expand, allow)
+        let working = |pieces| {
+            let allow = StreamedAllowance::with_pieces(DOMAIN_32G, pieces);
+            device_streamed_peak_bytes(DOMAIN_32G, 328, LENS_32G, expand, allow)
         };
+        let need = |pieces| CONSTRAINTS_32G + working(pieces);
+        let pieces_at = |gib: usize| pieces_beside_constraints(CONSTRAINTS_32G, gib * GIB, working);
+        assert_eq!(pieces_at(24), 8);
+        assert_eq!(pieces_at(48), 4);
+        assert_eq!(pieces_at(16), 4);
+        assert!(need(8) > 16 * GIB);
         assert!(need(4) > cap, "{:.1} GiB", need(4) as f64 / GIB as f64);
         assert!(
             need(8) + GIB < cap,
