@@ -971,7 +971,8 @@ impl StreamedAllowance {
 /// time to what is free, so the estimate decides only what is asked to stay free. Keeping the
 /// constraints is worth more than the longer pieces cost: A, B and C are then made on the GPU
 /// (a 24 GiB GPU's start no longer copies 12.5 GB of host-made a, b, c, and the host no
-/// longer makes them), where eight pieces add only their bucket work to the MSMs.
+/// longer makes them), where eight pieces add only their bucket work to the MSMs: 24.8 s per
+/// 32 GiB proof at 24 GiB against 26.3 s with four (`ops/bench/gpu-2026-12-05-y.md`).
 pub fn pieces_beside_constraints(
     constraints: usize,
     room: usize,
