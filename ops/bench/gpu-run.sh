@@ -13,8 +13,8 @@
 #                                           constraints into the parameter dir first, ~2 min,
 #                                           unless there), a 13-partition job on one and all GPUs
 #   ops/bench/gpu-run.sh pipeline BIN OUTDIR  `c2q bench pipeline` on full-size shape-only jobs
-#                                           ($C2Q_BENCH_PROOF, default StackedDrg32GiBV1_1, a
-#                                           SnapDeals update proof with C2Q_BENCH_SNAP=1;
+#                                           ($C2Q_BENCH_PROOF, default StackedDrg32GiBV1_1, or
+#                                           StackedDrg32GiBV1's update with C2Q_BENCH_SNAP=1;
 #                                           $C2Q_BENCH_JOBS jobs, default 2; an urgent PoSt job
 #                                           among them with C2Q_BENCH_URGENT=<PoSt proof>;
 #                                           device memory caps with C2Q_BENCH_GPU_GIB, comma
@@ -127,10 +127,12 @@ pipeline)
   export FIL_PROOFS_PARAMETER_CACHE=/var/tmp/c2q-bench-params
   mkdir -p "$FIL_PROOFS_PARAMETER_CACHE"
   extra=()
-  [ -n "${C2Q_BENCH_SNAP:-}" ] && extra+=(--snap)
+  proof=${C2Q_BENCH_PROOF:-StackedDrg32GiBV1_1}
+  # An update proof is named by its sector's registered proof, not the PoRep's V1_1.
+  [ -n "${C2Q_BENCH_SNAP:-}" ] && extra+=(--snap) && proof=${C2Q_BENCH_PROOF:-StackedDrg32GiBV1}
   [ -n "${C2Q_BENCH_URGENT:-}" ] && extra+=(--urgent "$C2Q_BENCH_URGENT")
   [ -n "${C2Q_BENCH_GPU_GIB:-}" ] && extra+=(--gpu-memory-gib "$C2Q_BENCH_GPU_GIB")
-  step bench-pipeline env RUST_LOG="${RUST_LOG:-c2q=info}" "$bin" bench pipeline --proof "${C2Q_BENCH_PROOF:-StackedDrg32GiBV1_1}" \
+  step bench-pipeline env RUST_LOG="${RUST_LOG:-c2q=info}" "$bin" bench pipeline --proof "$proof" \
     --jobs "${C2Q_BENCH_JOBS:-2}" --device "$all" --json "${extra[@]}"
   grep '^|' "$out/bench-pipeline.log" | sed -n '/^| what/,$p' >"$out/table.md"
   summary+=("$(cat "$out/table.md")")
