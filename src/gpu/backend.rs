@@ -978,15 +978,12 @@ pub fn pieces_beside_constraints(
     room: usize,
     working: impl Fn(usize) -> usize,
 ) -> usize {
+    use StreamedAllowance as S;
     let fits = |pieces| constraints + working(pieces) <= room;
-    let (four, eight) = (
-        StreamedAllowance::DEFAULT_PIECES,
-        StreamedAllowance::PIECES_FOR_CONSTRAINTS,
-    );
-    if !fits(four) && fits(eight) {
-        eight
+    if !fits(S::DEFAULT_PIECES) && fits(S::PIECES_FOR_CONSTRAINTS) {
+        S::PIECES_FOR_CONSTRAINTS
     } else {
-        four
+        S::DEFAULT_PIECES
     }
 }
 
