@@ -254,6 +254,7 @@ pub struct CudaBackend {
 
 impl Drop for CudaBackend {
     fn drop(&mut self) {
+        self.gpu.release_set_aside();
         super::kept_evaluations::gpu_closed();
     }
 }
@@ -695,7 +696,24 @@ pub struct StreamedPhases {
     pub b_g2_on_device: bool,
     /// The points' copies over all four MSMs: bytes, time, and the part not hidden.
     pub streaming: Streaming,
+    /// Domain-sized buffers set aside at the end for the next start's H (`set_aside_buffers`),
+    /// and the time their allocation took.
+    pub set_aside: usize,
+    pub set_aside_ms: f64,
     pub total_ms: f64,
+}
+
+/// How many domain-sized buffers a streamed start from host-made a, b and c sets aside for
+/// the next start: a's, the twiddle table's and b's, the first three allocations of its H.
+/// Made at that start's beginning instead, they waited 0.1 – 0.2 s on the driver while the
+/// next partition's products began on the host (`alloc_a_ms`, `ops/bench/gpu-2026-12-05-y.md`);
+/// at the end of a start the products are done, and its MSMs have freed the memory.
+/// `C2Q_SET_ASIDE_BUFFERS=N` (0 to 3) sets another count, 0 none, for comparisons.
+fn set_aside_buffers() -> usize {
+    std::env::var("C2Q_SET_ASIDE_BUFFERS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .map_or(3, |n| n.min(3))
 }
 
 /// Proving start with the points in host memory: H's transforms with two of a, b, c on the
@@ -770,6 +788,10 @@ fn start_streamed(
     drop(d_b);
     phases.msm_b_ms = ms(t);
     phases.b_g2_on_device = b.g2.is_some();
+
+    let t = Instant::now();
+    phases.set_aside = gpu.set_aside(domain * FR_LIMBS * 4, set_aside_buffers());
+    phases.set_aside_ms = ms(t);
     phases.total_ms = ms(total);
     let sums = Multiexps {
         h: h.g1,
@@ -1830,6 +1852,7 @@ impl Backend for CudaBackend {
     }
 
     fn idle(&self) {
+        self.gpu.release_set_aside();
         super::kept_evaluations::release_all();
     }
 

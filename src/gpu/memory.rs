@@ -45,7 +45,8 @@ impl DeviceMemory {
             pool: Arc::new(Pool {
                 allocated: AtomicU64::new(0),
                 keeping: AtomicUsize::new(0),
-                kept: Mutex::new(Vec::new()),
+                kept: Blocks::default(),
+                set_aside: Blocks::default(),
             }),
             peak: AtomicU64::new(0),
             limit: AtomicU64::new(0),
@@ -54,15 +55,17 @@ impl DeviceMemory {
     }
 }
 
-/// The bytes c2q holds on one GPU, and the blocks kept for reuse while a `KeepFreed` scope is
-/// open.
+/// The bytes c2q holds on one GPU, the blocks kept for reuse while a `KeepFreed` scope is
+/// open, and the blocks set aside for the next proving start (`Gpu::set_aside`).
 struct Pool {
-    /// Bytes allocated, kept blocks included.
+    /// Bytes allocated, kept and set-aside blocks included.
     allocated: AtomicU64,
     /// Open `KeepFreed` scopes.
     keeping: AtomicUsize,
     /// Blocks given back inside a scope, held for the next allocations instead of freed.
-    kept: Mutex<Vec<Block>>,
+    kept: Blocks,
+    /// Blocks allocated ahead of the allocations that will take them; counted as free.
+    set_aside: Blocks,
 }
 
 /// One device allocation: its address and size in bytes.
@@ -72,18 +75,61 @@ struct Block {
     bytes: usize,
 }
 
-impl Pool {
-    /// The smallest kept block of at least `bytes` and at most twice that (a small request does
+/// Allocated blocks owned by no buffer, each waiting to be taken by an allocation of about
+/// its size.
+#[derive(Default)]
+struct Blocks(Mutex<Vec<Block>>);
+
+impl Blocks {
+    /// The smallest block of at least `bytes` and at most twice that (a small request does
     /// not take a large block that a later one of its size would miss).
     fn take(&self, bytes: usize) -> Option<Block> {
-        let mut kept = self.kept.lock().ok()?;
-        let at = kept
+        let mut blocks = self.0.lock().ok()?;
+        let at = blocks
             .iter()
             .enumerate()
             .filter(|(_, b)| b.bytes >= bytes && b.bytes <= bytes.saturating_mul(2))
             .min_by_key(|(_, b)| b.bytes)
             .map(|(i, _)| i)?;
-        Some(kept.swap_remove(at))
+        Some(blocks.swap_remove(at))
+    }
+
+    /// Whether the block could be held (else the caller frees it).
+    fn push(&self, block: Block) -> bool {
+        match self.0.lock() {
+            Ok(mut blocks) => {
+                blocks.push(block);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn take_all(&self) -> Vec<Block> {
+        self.0
+            .lock()
+            .map(|mut blocks| std::mem::take(&mut *blocks))
+            .unwrap_or_default()
+    }
+
+    /// The blocks other than those of exactly `bytes`, taken out.
+    fn take_other_than(&self, bytes: usize) -> Vec<Block> {
+        let Ok(mut blocks) = self.0.lock() else {
+            return Vec::new();
+        };
+        let (same, other) = blocks.iter().partition(|b| b.bytes == bytes);
+        *blocks = same;
+        other
+    }
+
+    fn count(&self) -> usize {
+        self.0.lock().map_or(0, |blocks| blocks.len())
+    }
+
+    fn bytes(&self) -> usize {
+        self.0
+            .lock()
+            .map_or(0, |blocks| blocks.iter().map(|b| b.bytes).sum())
     }
 }
 
@@ -104,7 +150,7 @@ pub struct KeepFreed<'a> {
 impl Drop for KeepFreed<'_> {
     fn drop(&mut self) {
         if self.gpu.memory.pool.keeping.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.gpu.release_kept();
+            self.gpu.free_blocks(self.gpu.memory.pool.kept.take_all());
         }
     }
 }
@@ -300,14 +346,18 @@ impl Gpu {
         }
     }
 
-    /// (free, total) device memory c2q can use: as the driver sees it, within the limit.
+    /// (free, total) device memory c2q can use: as the driver sees it, within the limit. Blocks
+    /// set aside count as free: the first allocations to come take them, and any allocation
+    /// that finds no room frees them.
     pub fn mem_info(&self) -> Result<(usize, usize)> {
         self.bind()?;
         let (free, total) = dres::mem_get_info().context("cannot query free device memory")?;
+        let set_aside = self.memory.pool.set_aside.bytes();
+        let free = free + set_aside;
         Ok(match self.memory_limit() {
             Some(limit) => {
-                let room = limit.saturating_sub(self.allocated() as usize);
-                (free.min(room), total.min(limit))
+                let held = (self.allocated() as usize).saturating_sub(set_aside);
+                (free.min(limit.saturating_sub(held)), total.min(limit))
             }
             None => (free, total),
         })
@@ -319,12 +369,37 @@ impl Gpu {
         KeepFreed { gpu: self }
     }
 
-    /// Frees the kept blocks (each free waits for the GPU's work); returns how many bytes.
-    fn release_kept(&self) -> usize {
-        let blocks = match self.memory.pool.kept.lock() {
-            Ok(mut kept) => std::mem::take(&mut *kept),
-            Err(_) => return 0,
-        };
+    /// Allocates `count` blocks of `bytes` ahead of the allocations of about that size that
+    /// will take them (`alloc` looks there first), keeping those set aside already; blocks
+    /// of other sizes set aside are freed. Stops at the first that finds no room. Returns
+    /// how many are set aside.
+    ///
+    /// A proving start whose H is computed from host-made a, b and c sets aside its first
+    /// three domain-sized buffers for the next start: made at the start's beginning, their
+    /// allocation took 0.1 – 0.2 s while the next partition's products began on the host
+    /// (`ops/bench/gpu-2026-12-05-y.md`).
+    pub fn set_aside(&self, bytes: usize, count: usize) -> usize {
+        let pool = &self.memory.pool;
+        self.free_blocks(pool.set_aside.take_other_than(bytes));
+        while pool.set_aside.count() < count {
+            let Ok(block) = self.alloc_block(bytes) else {
+                break;
+            };
+            if !pool.set_aside.push(block) {
+                self.free_blocks(vec![block]);
+                break;
+            }
+        }
+        pool.set_aside.count()
+    }
+
+    /// Frees the blocks set aside; returns how many bytes.
+    pub fn release_set_aside(&self) -> usize {
+        self.free_blocks(self.memory.pool.set_aside.take_all())
+    }
+
+    /// Frees `blocks` (each free waits for the GPU's work); returns how many bytes.
+    fn free_blocks(&self, blocks: Vec<Block>) -> usize {
         let mut bytes = 0;
         if !blocks.is_empty() && self.bind().is_ok() {
             for b in blocks {
@@ -341,26 +416,36 @@ impl Gpu {
         bytes
     }
 
-    /// Allocate `len` elements of `T` (uninitialised): a kept block inside a `KeepFreed`
-    /// scope, else a new one; where that finds no room, the kept blocks are freed first.
+    /// Allocate `len` elements of `T` (uninitialised): a block set aside, or a kept block inside
+    /// a `KeepFreed` scope, else a new one; where that finds no room, the blocks held for reuse
+    /// are freed first.
     pub fn alloc<T: Copy>(&self, len: usize) -> Result<DevBuf<T>> {
         self.bind()?;
         let bytes = len.max(1) * std::mem::size_of::<T>();
         let pool = &self.memory.pool;
+        if let Some(block) = pool.set_aside.take(bytes) {
+            return Ok(self.buf_at(block, len));
+        }
         if pool.keeping.load(Ordering::Acquire) > 0 {
-            if let Some(block) = pool.take(bytes) {
+            if let Some(block) = pool.kept.take(bytes) {
                 return Ok(self.buf_at(block, len));
             }
         }
         let block = match self.alloc_block(bytes) {
             Ok(block) => block,
-            // Out of room with blocks kept: free them (waiting for the GPU) and try once more.
-            Err(e) if e.is::<OutOfDeviceMemory>() && self.release_kept() > 0 => {
+            // Out of room with blocks held: free them (waiting for the GPU) and try once more.
+            Err(e) if e.is::<OutOfDeviceMemory>() && self.release_held() > 0 => {
                 self.alloc_block(bytes)?
             }
             Err(e) => return Err(e),
         };
         Ok(self.buf_at(block, len))
+    }
+
+    /// Frees the kept and set-aside blocks; returns how many bytes.
+    fn release_held(&self) -> usize {
+        let pool = &self.memory.pool;
+        self.free_blocks(pool.kept.take_all()) + self.release_set_aside()
     }
 
     /// `block` as a buffer of `len` elements.
@@ -764,11 +849,8 @@ impl<T> Drop for DevBuf<T> {
             bytes: self.block,
         };
         // Inside a `KeepFreed` scope the block stays allocated (and counted) for reuse.
-        if self.pool.keeping.load(Ordering::Acquire) > 0 {
-            if let Ok(mut kept) = self.pool.kept.lock() {
-                kept.push(block);
-                return;
-            }
+        if self.pool.keeping.load(Ordering::Acquire) > 0 && self.pool.kept.push(block) {
+            return;
         }
         // Freeing needs the context current; errors here cannot be returned, and a failed free
         // only leaks device memory that context teardown reclaims.
@@ -791,35 +873,47 @@ unsafe impl<T> Sync for DevBuf<T> {}
 mod tests {
     use super::*;
 
-    fn pool_of(sizes: &[usize]) -> Pool {
-        Pool {
-            allocated: AtomicU64::new(sizes.iter().sum::<usize>() as u64),
-            keeping: AtomicUsize::new(1),
-            kept: Mutex::new(
-                sizes
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &bytes)| Block {
-                        ptr: 0x1000 * (i as u64 + 1),
-                        bytes,
-                    })
-                    .collect(),
-            ),
+    fn blocks_of(sizes: &[usize]) -> Blocks {
+        let blocks = Blocks::default();
+        for (i, &bytes) in sizes.iter().enumerate() {
+            assert!(blocks.push(Block {
+                ptr: 0x1000 * (i as u64 + 1),
+                bytes,
+            }));
         }
+        blocks
     }
 
-    /// A kept block serves a request of at least half its size, the smallest that fits first,
+    /// A held block serves a request of at least half its size, the smallest that fits first,
     /// so that the next piece's scratch reuses the last piece's whatever its exact sizes.
     #[test]
-    fn a_kept_block_serves_the_closest_request() {
-        let pool = pool_of(&[1000, 4000, 2500, 600]);
-        assert_eq!(pool.take(2200).map(|b| b.bytes), Some(2500));
+    fn a_held_block_serves_the_closest_request() {
+        let blocks = blocks_of(&[1000, 4000, 2500, 600]);
+        assert_eq!(blocks.bytes(), 8100);
+        assert_eq!(blocks.take(2200).map(|b| b.bytes), Some(2500));
         // 4000 is more than twice 1500 and 2500 is gone: none fits.
-        assert_eq!(pool.take(1500).map(|b| b.bytes), None);
-        assert_eq!(pool.take(2100).map(|b| b.bytes), Some(4000));
-        assert_eq!(pool.take(600).map(|b| b.bytes), Some(600));
-        assert_eq!(pool.take(600).map(|b| b.bytes), Some(1000));
-        assert!(pool.take(1).is_none());
+        assert_eq!(blocks.take(1500).map(|b| b.bytes), None);
+        assert_eq!(blocks.take(2100).map(|b| b.bytes), Some(4000));
+        assert_eq!(blocks.take(600).map(|b| b.bytes), Some(600));
+        assert_eq!(blocks.take(600).map(|b| b.bytes), Some(1000));
+        assert!(blocks.take(1).is_none());
+        assert_eq!(blocks.count(), 0);
+    }
+
+    /// Setting aside blocks of one size lets go of those of any other: a start of another
+    /// circuit does not leave the last one's blocks held.
+    #[test]
+    fn blocks_of_another_size_are_taken_out() {
+        let blocks = blocks_of(&[4096, 100, 4096, 4097]);
+        let other: Vec<usize> = blocks
+            .take_other_than(4096)
+            .iter()
+            .map(|b| b.bytes)
+            .collect();
+        assert_eq!(other, [100, 4097]);
+        assert_eq!((blocks.count(), blocks.bytes()), (2, 8192));
+        assert_eq!(blocks.take_all().len(), 2);
+        assert_eq!(blocks.bytes(), 0);
     }
 
     #[test]

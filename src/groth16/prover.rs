@@ -69,7 +69,7 @@ pub trait Backend: Send + Sync {
 
     /// Called when this backend's start stage finds no partition waiting and no other start
     /// stage is proving one: it lets go of what it keeps for the next one (reusable
-    /// evaluations).
+    /// evaluations, device buffers set aside).
     fn idle(&self) {}
 
     /// Whether this backend can make the A, B, C evaluations itself from recorded constraints
