@@ -705,9 +705,10 @@ pub struct StreamedPhases {
 
 /// How many domain-sized buffers a streamed start from host-made a, b and c sets aside for
 /// the next start: a's, the twiddle table's and b's, the first three allocations of its H.
-/// Made at that start's beginning instead, they waited 0.1 – 0.2 s on the driver while the
-/// next partition's products began on the host (`alloc_a_ms`, `ops/bench/gpu-2026-12-05-y.md`);
-/// at the end of a start the products are done, and its MSMs have freed the memory.
+/// Made at that start's beginning instead, they waited ~0.2 s on the driver while the next
+/// partition's products began on the host (`alloc_a_ms`); at the end of a start they take
+/// ~1 ms: the products are done and the MSMs have freed the memory. A 32 GiB proof at 16 GiB
+/// takes 27.7 s against 29.4 (`ops/bench/gpu-2026-12-05-z.md`).
 /// `C2Q_SET_ASIDE_BUFFERS=N` (0 to 3) sets another count, 0 none, for comparisons.
 fn set_aside_buffers() -> usize {
     std::env::var("C2Q_SET_ASIDE_BUFFERS")

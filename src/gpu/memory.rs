@@ -75,6 +75,27 @@ struct Block {
     bytes: usize,
 }
 
+/// What c2q holds on a GPU, in bytes: all it has allocated, and the part of it set aside.
+struct Held {
+    allocated: usize,
+    set_aside: usize,
+}
+
+impl Held {
+    /// (free, total) for c2q, from the driver's `free` and `total`: the blocks set aside count
+    /// as free, and within a `limit` c2q has what it does not hold otherwise.
+    fn usable(&self, free: usize, total: usize, limit: Option<usize>) -> (usize, usize) {
+        let free = free + self.set_aside;
+        match limit {
+            Some(limit) => {
+                let held = self.allocated.saturating_sub(self.set_aside);
+                (free.min(limit.saturating_sub(held)), total.min(limit))
+            }
+            None => (free, total),
+        }
+    }
+}
+
 /// Allocated blocks owned by no buffer, each waiting to be taken by an allocation of about
 /// its size.
 #[derive(Default)]
@@ -352,15 +373,11 @@ impl Gpu {
     pub fn mem_info(&self) -> Result<(usize, usize)> {
         self.bind()?;
         let (free, total) = dres::mem_get_info().context("cannot query free device memory")?;
-        let set_aside = self.memory.pool.set_aside.bytes();
-        let free = free + set_aside;
-        Ok(match self.memory_limit() {
-            Some(limit) => {
-                let held = (self.allocated() as usize).saturating_sub(set_aside);
-                (free.min(limit.saturating_sub(held)), total.min(limit))
-            }
-            None => (free, total),
-        })
+        let held = Held {
+            allocated: self.allocated() as usize,
+            set_aside: self.memory.pool.set_aside.bytes(),
+        };
+        Ok(held.usable(free, total, self.memory_limit()))
     }
 
     /// Opens a scope in which dropped device buffers are kept for reuse (`KeepFreed`).
@@ -374,10 +391,8 @@ impl Gpu {
     /// of other sizes set aside are freed. Stops at the first that finds no room. Returns
     /// how many are set aside.
     ///
-    /// A proving start whose H is computed from host-made a, b and c sets aside its first
-    /// three domain-sized buffers for the next start: made at the start's beginning, their
-    /// allocation took 0.1 – 0.2 s while the next partition's products began on the host
-    /// (`ops/bench/gpu-2026-12-05-y.md`).
+    /// A streamed proving start from host-made a, b and c sets aside the next start's first
+    /// three domain-sized buffers (`gpu::backend`'s `set_aside_buffers`).
     pub fn set_aside(&self, bytes: usize, count: usize) -> usize {
         let pool = &self.memory.pool;
         self.free_blocks(pool.set_aside.take_other_than(bytes));
@@ -898,6 +913,26 @@ mod tests {
         assert_eq!(blocks.take(600).map(|b| b.bytes), Some(1000));
         assert!(blocks.take(1).is_none());
         assert_eq!(blocks.count(), 0);
+    }
+
+    /// Blocks set aside count as free, with or without a limit; what else c2q holds counts
+    /// against the limit.
+    #[test]
+    fn blocks_set_aside_count_as_free() {
+        let held = Held {
+            allocated: 10_000,
+            set_aside: 3_000,
+        };
+        assert_eq!(held.usable(50_000, 80_000, None), (53_000, 80_000));
+        // Within a limit of 16,000: 7,000 held otherwise leave 9,000.
+        assert_eq!(held.usable(50_000, 80_000, Some(16_000)), (9_000, 16_000));
+        // The driver's free memory still bounds it.
+        assert_eq!(held.usable(2_000, 80_000, Some(16_000)), (5_000, 16_000));
+        let none = Held {
+            allocated: 10_000,
+            set_aside: 0,
+        };
+        assert_eq!(none.usable(50_000, 80_000, Some(16_000)), (6_000, 16_000));
     }
 
     /// Setting aside blocks of one size lets go of those of any other: a start of another
