@@ -102,10 +102,18 @@ impl Held {
 struct Blocks(Mutex<Vec<Block>>);
 
 impl Blocks {
+    /// The list, also after a thread panicked holding it: it is plain data, whole between
+    /// calls.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Block>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// The smallest block of at least `bytes` and at most twice that (a small request does
     /// not take a large block that a later one of its size would miss).
     fn take(&self, bytes: usize) -> Option<Block> {
-        let mut blocks = self.0.lock().ok()?;
+        let mut blocks = self.lock();
         let at = blocks
             .iter()
             .enumerate()
@@ -115,42 +123,28 @@ impl Blocks {
         Some(blocks.swap_remove(at))
     }
 
-    /// Whether the block could be held (else the caller frees it).
-    fn push(&self, block: Block) -> bool {
-        match self.0.lock() {
-            Ok(mut blocks) => {
-                blocks.push(block);
-                true
-            }
-            Err(_) => false,
-        }
+    fn push(&self, block: Block) {
+        self.lock().push(block);
     }
 
     fn take_all(&self) -> Vec<Block> {
-        self.0
-            .lock()
-            .map(|mut blocks| std::mem::take(&mut *blocks))
-            .unwrap_or_default()
+        std::mem::take(&mut *self.lock())
     }
 
     /// The blocks other than those of exactly `bytes`, taken out.
     fn take_other_than(&self, bytes: usize) -> Vec<Block> {
-        let Ok(mut blocks) = self.0.lock() else {
-            return Vec::new();
-        };
+        let mut blocks = self.lock();
         let (same, other) = blocks.iter().partition(|b| b.bytes == bytes);
         *blocks = same;
         other
     }
 
     fn count(&self) -> usize {
-        self.0.lock().map_or(0, |blocks| blocks.len())
+        self.lock().len()
     }
 
     fn bytes(&self) -> usize {
-        self.0
-            .lock()
-            .map_or(0, |blocks| blocks.iter().map(|b| b.bytes).sum())
+        self.lock().iter().map(|b| b.bytes).sum()
     }
 }
 
@@ -400,10 +394,7 @@ impl Gpu {
             let Ok(block) = self.alloc_block(bytes) else {
                 break;
             };
-            if !pool.set_aside.push(block) {
-                self.free_blocks(vec![block]);
-                break;
-            }
+            pool.set_aside.push(block);
         }
         pool.set_aside.count()
     }
@@ -864,7 +855,8 @@ impl<T> Drop for DevBuf<T> {
             bytes: self.block,
         };
         // Inside a `KeepFreed` scope the block stays allocated (and counted) for reuse.
-        if self.pool.keeping.load(Ordering::Acquire) > 0 && self.pool.kept.push(block) {
+        if self.pool.keeping.load(Ordering::Acquire) > 0 {
+            self.pool.kept.push(block);
             return;
         }
         // Freeing needs the context current; errors here cannot be returned, and a failed free
@@ -891,10 +883,10 @@ mod tests {
     fn blocks_of(sizes: &[usize]) -> Blocks {
         let blocks = Blocks::default();
         for (i, &bytes) in sizes.iter().enumerate() {
-            assert!(blocks.push(Block {
+            blocks.push(Block {
                 ptr: 0x1000 * (i as u64 + 1),
                 bytes,
-            }));
+            });
         }
         blocks
     }
