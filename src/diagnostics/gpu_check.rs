@@ -29,7 +29,8 @@ use crate::gpu::limbs::{
 };
 use crate::gpu::memory::DevBuf;
 use crate::gpu::msm::{
-    msm, msm_shared, msm_streamed, msm_streamed_from_host, HostPoints, ResidentPrefix, SharedSums,
+    msm, msm_shared, msm_streamed, msm_streamed_from_host, msm_streamed_together, HostPoints,
+    ResidentPrefix, SharedSums, StreamedMsm,
 };
 use crate::gpu::ntt::{omega, twiddle_bytes, upload_scalars, Ntt};
 use crate::gpu::products::DeviceR1cs;
@@ -349,6 +350,48 @@ fn msm_from_host(gpu: &Gpu, points: &MsmPoints, rng: &mut ChaCha8Rng) -> Result<
     t.check(
         &format!("msm with {terms} of {n} points resident, the rest streamed in pieces of {piece}"),
         sums.g1 == want && streaming.bytes == ((n - terms) * AFFINE_LIMBS * 4) as u64,
+    );
+    drop(prefix);
+
+    // Two MSMs summed together, their pieces in turns through shared buffers, as a small GPU
+    // sums H's and L's: one partly resident with full-width scalars, one streamed whole with
+    // PoRep-like scalars and fewer terms (its pieces run out first).
+    let wide: Vec<Fr> = (0..n).map(|_| Fr::random(&mut *rng)).collect();
+    let d_wide = upload_scalars(gpu, &wide)?;
+    let terms = n / 4 + 1;
+    let prefix = gpu.alloc::<u32>(terms * AFFINE_LIMBS)?;
+    gpu.upload(&prefix, 0, affine_as_limbs(&g1[..terms]))?;
+    let first = StreamedMsm {
+        points: host,
+        resident: Some(ResidentPrefix {
+            terms,
+            g1: &prefix,
+            g2: None,
+        }),
+        scalars: &d_wide,
+        n,
+    };
+    let short = n / 2 + 3;
+    let second = StreamedMsm {
+        points: HostPoints {
+            g1: &g1[..short],
+            g2: None,
+        },
+        resident: None,
+        scalars: &ds,
+        n: short,
+    };
+    let piece = n.div_ceil(5);
+    let (sums, streaming) = msm_streamed_together(gpu, &[first, second], piece)?;
+    let want_first = groth16::msm::g1(g1, &wide);
+    let want_second = groth16::msm::g1(&g1[..short], &scalars[..short]);
+    let bytes = ((n - terms + short) * AFFINE_LIMBS * 4) as u64;
+    t.check(
+        &format!("two msms streamed together in pieces of {piece}: {streaming:?}"),
+        sums.len() == 2
+            && sums[0].g1 == want_first
+            && sums[1].g1 == want_second
+            && streaming.bytes == bytes,
     );
     drop(prefix);
 

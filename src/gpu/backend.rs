@@ -21,8 +21,9 @@ use super::limbs::{
 };
 use super::memory::{DevBuf, OutOfDeviceMemory};
 use super::msm::{
-    g1_streamed_piece, g2_scratch_bytes, msm_shared, msm_streamed, scratch_bytes,
-    streamed_piece_for, HostPoints, ResidentPrefix, SharedSums, Streaming,
+    g1_streamed_piece, g2_scratch_bytes, msm_shared, msm_streamed, msm_streamed_together,
+    scratch_bytes, streamed_piece_for, together_piece_for, HostPoints, ResidentPrefix, SharedSums,
+    StreamedMsm, Streaming,
 };
 use super::ntt::Ntt;
 use super::placement;
@@ -684,8 +685,13 @@ pub struct StreamedPhases {
     pub c_own_buffer: bool,
     pub abc_page_locked: bool,
     pub transforms_wait_ms: f64,
+    /// H's sums, and L's with them where `l_with_h`.
     pub msm_h_ms: f64,
-    /// L's from copying the aux values over to its sums.
+    /// The aux values on the device (L's scalars): before H's sums where `l_with_h`.
+    pub aux_ms: f64,
+    /// Whether L's pieces were summed in turns with H's (`h_and_l_msms`).
+    pub l_with_h: bool,
+    /// L's sums, when not with H's.
     pub msm_l_ms: f64,
     /// The A and B queries' scalars selected from the aux values on the device.
     pub queries_ms: f64,
@@ -757,15 +763,49 @@ fn start_streamed(
     ntt.release_twiddles(gpu)?;
     phases.h_ms = ms(t);
 
+    // With L's pieces in turns with H's, the aux values come first, beside H's coefficients.
+    let together = both_stream(&sets);
     let t = Instant::now();
-    let h = msm_points(gpu, sets.h, None, &da, domain - 1, &mut phases.streaming)?;
+    let early_aux = together.then(|| aux_on_device(gpu, witness)).transpose()?;
+    phases.aux_ms = ms(t);
+    let t = Instant::now();
+    let mut hl = match &early_aux {
+        Some(dl) => {
+            let msms = HAndLScalars {
+                h: &da,
+                h_len: domain - 1,
+                l: dl,
+                l_len: lens[0],
+            };
+            h_and_l_msms(gpu, &sets, msms, &mut phases.streaming)?
+        }
+        None => HAndL {
+            h: msm_points(gpu, sets.h, None, &da, domain - 1, &mut phases.streaming)?.g1,
+            l: None,
+        },
+    };
     drop(da);
     phases.msm_h_ms = ms(t);
+    phases.l_with_h = hl.l.is_some();
 
-    let t = Instant::now();
-    let dl = aux_on_device(gpu, witness)?;
-    let l = msm_points(gpu, sets.l, None, &dl, lens[0], &mut phases.streaming)?;
-    phases.msm_l_ms = ms(t);
+    let dl = match early_aux {
+        Some(dl) => dl,
+        None => {
+            let t = Instant::now();
+            let dl = aux_on_device(gpu, witness)?;
+            phases.aux_ms = ms(t);
+            dl
+        }
+    };
+    let l = match hl.l.take() {
+        Some(l) => l,
+        None => {
+            let t = Instant::now();
+            let l = msm_points(gpu, sets.l, None, &dl, lens[0], &mut phases.streaming)?.g1;
+            phases.msm_l_ms = ms(t);
+            l
+        }
+    };
 
     let t = Instant::now();
     let [d_a, d_b] = queries_on_device(gpu, witness, &dl, lens)?;
@@ -795,8 +835,8 @@ fn start_streamed(
     phases.set_aside_ms = ms(t);
     phases.total_ms = ms(total);
     let sums = Multiexps {
-        h: h.g1,
-        l: l.g1,
+        h: hl.h,
+        l,
         a: a.g1,
         b_g1: b.g1,
         b_g2: b.g2,
@@ -1294,6 +1334,83 @@ fn msm_points(
     }
 }
 
+/// Whether H's and L's multiexps are summed together where both sets stream
+/// (`h_and_l_msms`). `C2Q_MSM_TOGETHER=0` sums them one after the other, for comparisons.
+fn msm_together() -> bool {
+    std::env::var("C2Q_MSM_TOGETHER").map_or(true, |v| v != "0")
+}
+
+/// Whether H's and L's multiexps will be summed together: both sets stream at least some of
+/// their points, and `msm_together` allows it.
+fn both_stream(sets: &PointSets) -> bool {
+    msm_together() && sets.h.streamed_host().is_some() && sets.l.streamed_host().is_some()
+}
+
+/// The scalars of H's and L's multiexps, on the device, and how many of each are summed.
+struct HAndLScalars<'a> {
+    h: &'a DevBuf<u32>,
+    h_len: usize,
+    l: &'a DevBuf<u32>,
+    l_len: usize,
+}
+
+/// H's sum, and L's where it was summed with it.
+struct HAndL {
+    h: G1Projective,
+    l: Option<G1Projective>,
+}
+
+/// H's multiexp, and L's with it where both sets stream (`both_stream`): their pieces in
+/// turns (`msm_streamed_together`), so that the copies of L's points, whose sums are short
+/// (its scalars are nearly all zeros and ones), go behind the sums of H's full-width ones
+/// instead of leaving the GPU waiting. Otherwise H's alone, and L's is the caller's to do.
+fn h_and_l_msms(
+    gpu: &Gpu,
+    sets: &PointSets,
+    scalars: HAndLScalars,
+    streaming: &mut Streaming,
+) -> Result<HAndL> {
+    let h = streamed_g1(sets.h, scalars.h, scalars.h_len);
+    let l = streamed_g1(sets.l, scalars.l, scalars.l_len);
+    match (h, l) {
+        (Some(h), Some(l)) if msm_together() => {
+            let piece = together_piece_for(gpu, scalars.h_len.max(scalars.l_len))?;
+            let (sums, copied) = msm_streamed_together(gpu, &[h, l], piece)?;
+            *streaming += copied;
+            Ok(HAndL {
+                h: sums[0].g1,
+                l: Some(sums[1].g1),
+            })
+        }
+        _ => Ok(HAndL {
+            h: msm_points(gpu, sets.h, None, scalars.h, scalars.h_len, streaming)?.g1,
+            l: None,
+        }),
+    }
+}
+
+/// A G1 multiexp over a set that streams at least some of its points, as
+/// `msm_streamed_together` takes it; None for a set resident whole.
+fn streamed_g1<'a>(
+    points: Points<'a, G1Affine>,
+    scalars: &'a DevBuf<u32>,
+    n: usize,
+) -> Option<StreamedMsm<'a>> {
+    Streamed::of(points).map(|s| StreamedMsm {
+        points: HostPoints {
+            g1: s.host,
+            g2: None,
+        },
+        resident: s.resident.map(|(g1, terms)| ResidentPrefix {
+            terms,
+            g1,
+            g2: None,
+        }),
+        scalars,
+        n,
+    })
+}
+
 /// One streamed point set as an MSM takes it: all its points in host memory, and the first
 /// terms' on the device where some are resident.
 struct Streamed<'a, P> {
@@ -1346,8 +1463,12 @@ pub struct StartPhases {
     pub upload_b_ms: f64,
     pub upload_c_ms: f64,
     pub h_wait_ms: f64,
-    /// The MSM over H's coefficients, with the witness scalars copied meanwhile.
+    /// The MSM over H's coefficients, with the witness scalars copied meanwhile (from host-made
+    /// a, b, c), and L's with it where `l_with_h`.
     pub msm_h_ms: f64,
+    /// Whether L's pieces were summed in turns with H's (`h_and_l_msms`; from recorded
+    /// constraints, where both sets stream).
+    pub l_with_h: bool,
     /// From host-made a, b, c: the selection of the A and B queries' scalars from the witness
     /// and the witness copy (beside the MSM), then freeing the host memory of a, b and c (also
     /// beside the MSM), and the wait for both if the MSM finished first. (From recorded
@@ -1355,6 +1476,7 @@ pub struct StartPhases {
     pub witness_copy_ms: f64,
     pub release_abc_ms: f64,
     pub witness_wait_ms: f64,
+    /// L's sums, when not with H's.
     pub msm_l_ms: f64,
     pub msm_a_ms: f64,
     /// The B MSM: in G1, and in G2 over the same sort when its points are resident
@@ -1404,7 +1526,11 @@ pub fn start_resident(
         StartInput::Host { evals, witness } => {
             let (h, [dl, d_a, d_b]) =
                 h_from_host(gpu, ntt, sets.h, evals, witness, lens, &mut phases)?;
-            let (l, a, b) = query_msms(gpu, &sets, lens, &dl, || Ok(d_a), || Ok(d_b), &mut phases)?;
+            let t = Instant::now();
+            let l = msm_points(gpu, sets.l, None, &dl, lens[0], &mut phases.streaming)?.g1;
+            phases.msm_l_ms = ms(t);
+            drop(dl);
+            let (a, b) = a_and_b_msms(gpu, &sets, lens, || Ok(d_a), || Ok(d_b), &mut phases)?;
             (h, l, a, b)
         }
         StartInput::Device {
@@ -1417,20 +1543,41 @@ pub fn start_resident(
                 witness,
                 release_tables,
             };
-            let (h, dw) = h_on_device(gpu, ntt, sets.h, transform, &mut phases)?;
+            let (dh, dw) = h_on_device(gpu, ntt, transform, &mut phases)?;
+            // L's scalars, the aux values, are on the device already: where both sets stream,
+            // L's pieces go in turns with H's.
+            let t = Instant::now();
+            let msms = HAndLScalars {
+                h: &dh,
+                h_len: domain - 1,
+                l: &dw.aux,
+                l_len: lens[0],
+            };
+            let hl = h_and_l_msms(gpu, &sets, msms, &mut phases.streaming)?;
+            drop(dh);
+            phases.msm_h_ms = ms(t);
+            phases.l_with_h = hl.l.is_some();
+            let l = match hl.l {
+                Some(l) => l,
+                None => {
+                    let t = Instant::now();
+                    let l = msm_points(gpu, sets.l, None, &dw.aux, lens[0], &mut phases.streaming)?;
+                    phases.msm_l_ms = ms(t);
+                    l.g1
+                }
+            };
             // Each query's scalars are selected just before its MSM and freed after it, so
             // that no two selections and no MSM scratch but one share the device at once.
             let input = &witness.input;
-            let (l, a, b) = query_msms(
+            let (a, b) = a_and_b_msms(
                 gpu,
                 &sets,
                 lens,
-                &dw.aux,
                 || constraints.a_query(gpu, &dw, input),
                 || constraints.b_query(gpu, &dw, input),
                 &mut phases,
             )?;
-            (h, l, a, b)
+            (hl.h, l, a, b)
         }
     };
     phases.total_ms = ms(total);
@@ -1444,22 +1591,18 @@ pub fn start_resident(
     Ok((sums, phases))
 }
 
-/// The L, A and B multiexps, in that order: L over `l_scalars`, A and B over the scalars
-/// `a_query` and `b_query` give when their turn comes (each freed when its MSM is done). With
-/// the B query's G2 points among the sets, the B MSM sums them too.
-fn query_msms(
+/// The A and B multiexps, in that order, over the scalars `a_query` and `b_query` give when
+/// their turn comes (each freed when its MSM is done). With the B query's G2 points among the
+/// sets, the B MSM sums them too.
+fn a_and_b_msms(
     gpu: &Gpu,
     sets: &PointSets,
     lens: [usize; 3],
-    l_scalars: &DevBuf<u32>,
     a_query: impl FnOnce() -> Result<DevBuf<u32>>,
     b_query: impl FnOnce() -> Result<DevBuf<u32>>,
     phases: &mut StartPhases,
-) -> Result<(G1Projective, G1Projective, super::msm::SharedSums)> {
+) -> Result<(G1Projective, super::msm::SharedSums)> {
     let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
-    let t = Instant::now();
-    let l = msm_points(gpu, sets.l, None, l_scalars, lens[0], &mut phases.streaming)?.g1;
-    phases.msm_l_ms = ms(t);
     let t = Instant::now();
     let a = msm_points(
         gpu,
@@ -1482,7 +1625,7 @@ fn query_msms(
     )?;
     phases.msm_b_ms = ms(t);
     phases.b_g2_on_device = b.g2.is_some();
-    Ok((l, a, b))
+    Ok((a, b))
 }
 
 /// H's multiexp from host-made a, b, c: a goes first; while the GPU transforms it, b goes over
@@ -1591,18 +1734,17 @@ struct HTransform<'a> {
     release_tables: bool,
 }
 
-/// H's multiexp with everything made on the device: the packed witness (~90 MB at 32 GiB) is
-/// copied and expanded, and A, B, C are the recorded constraints' products with it, written
+/// H's coefficients with everything made on the device: the packed witness (~90 MB at 32 GiB)
+/// is copied and expanded, and A, B, C are the recorded constraints' products with it, written
 /// into the transforms' buffers. Nothing of size crosses PCIe and no host thread copies or
-/// frees gigabytes. Returns H and the expanded witness, which the A and B queries are then
-/// selected from by the resident densities.
+/// frees gigabytes. Returns H's coefficients and the expanded witness, whose aux values are
+/// L's scalars and which the A and B queries are then selected from by the resident densities.
 fn h_on_device(
     gpu: &Gpu,
     ntt: &mut Ntt,
-    h_points: Points<G1Affine>,
     transform: HTransform,
     phases: &mut StartPhases,
-) -> Result<(G1Projective, DeviceWitness)> {
+) -> Result<(DevBuf<u32>, DeviceWitness)> {
     let HTransform {
         constraints,
         witness,
@@ -1639,10 +1781,7 @@ fn h_on_device(
         ntt.release_twiddles(gpu)?;
     }
     phases.h_ms = ms(t);
-    let t = Instant::now();
-    let h = msm_points(gpu, h_points, None, &da, domain - 1, &mut phases.streaming)?.g1;
-    phases.msm_h_ms = ms(t);
-    Ok((h, dw))
+    Ok((da, dw))
 }
 
 impl CudaBackend {

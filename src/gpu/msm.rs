@@ -823,17 +823,30 @@ impl std::ops::AddAssign for Streaming {
     }
 }
 
-/// Device bytes per term of a streamed MSM's pieces: two piece buffers of points (the one
-/// being summed, the one being filled), besides each piece's MSM scratch.
-fn streamed_bytes_per_term(g2: bool) -> usize {
-    2 * (AFFINE_LIMBS * 4 + if g2 { G2_AFFINE_LIMBS * 4 } else { 0 })
+/// Piece buffers of one streamed MSM: the piece being summed and the one being filled.
+pub const STREAMED_BUFFERS: usize = 2;
+/// Piece buffers of MSMs streamed together (`msm_streamed_together`): the copy thread can then
+/// fill two buffers while one long piece (H's) is summed, the next piece of the other MSM and
+/// the one after it, so that a short piece (L's) between two long ones does not leave the
+/// second long piece's copy exposed.
+pub const TOGETHER_BUFFERS: usize = 3;
+
+/// Device bytes per term of a streamed MSM's pieces: `buffers` piece buffers of points (the one
+/// being summed, those being filled), besides each piece's MSM scratch.
+fn streamed_bytes_per_term(g2: bool, buffers: usize) -> usize {
+    buffers * (AFFINE_LIMBS * 4 + if g2 { G2_AFFINE_LIMBS * 4 } else { 0 })
 }
 
 /// Device bytes a streamed MSM with pieces of `piece` terms needs besides its scalars. Its
 /// scratch is kept from piece to piece (`Gpu::keep_freed`), so the compacted scalars and the
 /// ones' indices, freed before the buckets are made, still count while they are.
 pub fn streamed_bytes(piece: usize, g2: bool) -> usize {
-    piece * streamed_bytes_per_term(g2)
+    streamed_bytes_with(piece, g2, STREAMED_BUFFERS)
+}
+
+/// As `streamed_bytes`, with `buffers` piece buffers.
+pub fn streamed_bytes_with(piece: usize, g2: bool, buffers: usize) -> usize {
+    piece * streamed_bytes_per_term(g2, buffers)
         + scratch_bytes(piece)
         + piece * (4 + FR_LIMBS * 4)
         + if g2 { g2_scratch_bytes(piece) } else { 0 }
@@ -847,11 +860,16 @@ pub const MIN_STREAMED_PIECE: usize = 1 << 16;
 /// Every count is tried, not only powers of two: each piece costs its own bucket work (~18 ms
 /// at 2^25 in G1, ~60 ms with the G2 half), so five pieces where five fit beat eight.
 pub fn streamed_piece_len(n: usize, free: usize, g2: bool) -> Option<usize> {
+    streamed_piece_len_with(n, free, g2, STREAMED_BUFFERS)
+}
+
+/// As `streamed_piece_len`, with `buffers` piece buffers.
+pub fn streamed_piece_len_with(n: usize, free: usize, g2: bool, buffers: usize) -> Option<usize> {
     let n = n.max(1);
     let mut pieces = 1usize;
     loop {
         let piece = n.div_ceil(pieces);
-        if streamed_bytes(piece, g2) <= free {
+        if streamed_bytes_with(piece, g2, buffers) <= free {
             return Some(piece);
         }
         if piece <= MIN_STREAMED_PIECE {
@@ -864,10 +882,15 @@ pub fn streamed_piece_len(n: usize, free: usize, g2: bool) -> Option<usize> {
 /// Terms per piece for a streamed MSM of n terms on `gpu` now (its scalars already there):
 /// the fewest pieces that fit in the free device memory by `streamed_bytes`, or None.
 pub fn streamed_piece_for(gpu: &Gpu, n: usize, g2: bool) -> Result<Option<usize>> {
+    streamed_piece_with(gpu, n, g2, STREAMED_BUFFERS)
+}
+
+/// As `streamed_piece_for`, with `buffers` piece buffers.
+fn streamed_piece_with(gpu: &Gpu, n: usize, g2: bool, buffers: usize) -> Result<Option<usize>> {
     let (free, _) = gpu.mem_info()?;
     // A margin for the allocator's granularity and the reductions' temporaries.
     let margin = (free / 8).min(256 << 20);
-    Ok(streamed_piece_len(n, free - margin, g2))
+    Ok(streamed_piece_len_with(n, free - margin, g2, buffers))
 }
 
 /// As `streamed_piece_for` for a G1 MSM, which streams whatever the room: when no piece fits
@@ -877,6 +900,14 @@ pub fn g1_streamed_piece(gpu: &Gpu, n: usize) -> Result<usize> {
     Ok(streamed_piece_for(gpu, n, false)?.unwrap_or(n.clamp(1, MIN_STREAMED_PIECE)))
 }
 
+/// Terms per piece for G1 MSMs streamed together (`msm_streamed_together`), the longest of
+/// `n` terms, their scalars on the device already: as `g1_streamed_piece`, with the three
+/// piece buffers they share.
+pub fn together_piece_for(gpu: &Gpu, n: usize) -> Result<usize> {
+    Ok(streamed_piece_with(gpu, n, false, TOGETHER_BUFFERS)?
+        .unwrap_or(n.clamp(1, MIN_STREAMED_PIECE)))
+}
+
 /// The first terms of a streamed MSM whose points are on the device already (a set partly
 /// resident): their G1 points, and their G2 points where the MSM sums G2 too.
 #[derive(Clone, Copy)]
@@ -884,6 +915,119 @@ pub struct ResidentPrefix<'a> {
     pub terms: usize,
     pub g1: &'a DevBuf<u32>,
     pub g2: Option<&'a DevBuf<u32>>,
+}
+
+/// One MSM streamed from host memory: Σ s_i·P_i (and Σ s_i·Q_i over the G2 points when given)
+/// for i < n, the scalars on the device, the points in host memory but for a resident prefix.
+#[derive(Clone, Copy)]
+pub struct StreamedMsm<'a> {
+    pub points: HostPoints<'a>,
+    pub resident: Option<ResidentPrefix<'a>>,
+    pub scalars: &'a DevBuf<u32>,
+    pub n: usize,
+}
+
+impl<'a> StreamedMsm<'a> {
+    fn check(&self) -> Result<()> {
+        let (n, points) = (self.n, self.points);
+        ensure!(
+            points.g1.len() >= n && self.scalars.len() >= n * FR_LIMBS,
+            "streamed MSM of {n} terms over {} points and {} scalars",
+            points.g1.len(),
+            self.scalars.len() / FR_LIMBS
+        );
+        if let Some(g2) = points.g2 {
+            ensure!(
+                g2.len() >= n,
+                "streamed MSM of {n} terms over {} G2 points",
+                g2.len()
+            );
+        }
+        if let Some(r) = self.resident {
+            let start = self.resident_terms();
+            ensure!(
+                r.g1.len() >= start * AFFINE_LIMBS
+                    && (points.g2.is_none()
+                        || r.g2.is_some_and(|b| b.len() >= start * G2_AFFINE_LIMBS)),
+                "{start} resident terms of a streamed MSM over buffers of {} G1 points{}",
+                r.g1.len() / AFFINE_LIMBS,
+                if points.g2.is_some() {
+                    " and fewer G2 points"
+                } else {
+                    ""
+                }
+            );
+        }
+        Ok(())
+    }
+
+    fn resident_terms(&self) -> usize {
+        self.resident.map_or(0, |r| r.terms.min(self.n))
+    }
+
+    /// The sums of no terms, in the groups this MSM sums.
+    fn zero(&self) -> SharedSums {
+        SharedSums {
+            g1: G1Projective::identity(),
+            g2: self.points.g2.map(|_| G2Projective::identity()),
+        }
+    }
+
+    /// The MSM's pieces of up to `piece` terms, in order: the resident terms' (summed in
+    /// pieces too, since the scratch of one piece is what the free memory was sized for), then
+    /// the streamed ones'.
+    fn pieces(&self, msm: usize, piece: usize) -> Vec<Piece<'a>> {
+        let start = self.resident_terms();
+        let with_g2 = self.points.g2.is_some();
+        let mut pieces = Vec::new();
+        if let Some(r) = self.resident {
+            for at in (0..start).step_by(piece) {
+                pieces.push(Piece {
+                    msm,
+                    scalars: self.scalars.at(at * FR_LIMBS),
+                    len: piece.min(start - at),
+                    points: PiecePoints::Device {
+                        g1: r.g1.at(at * AFFINE_LIMBS),
+                        g2: r.g2.filter(|_| with_g2).map(|b| b.at(at * G2_AFFINE_LIMBS)),
+                    },
+                });
+            }
+        }
+        for at in (start..self.n).step_by(piece) {
+            let r = at..(at + piece).min(self.n);
+            pieces.push(Piece {
+                msm,
+                scalars: self.scalars.at(at * FR_LIMBS),
+                len: r.len(),
+                points: PiecePoints::Host(HostPoints {
+                    g1: &self.points.g1[r.clone()],
+                    g2: self.points.g2.map(|g2| &g2[r]),
+                }),
+            });
+        }
+        pieces
+    }
+}
+
+/// Where one piece's points are.
+#[derive(Clone, Copy)]
+enum PiecePoints<'a> {
+    /// On the device already (a resident prefix): summed where they are.
+    Device {
+        g1: DevPtr<u32>,
+        g2: Option<DevPtr<u32>>,
+    },
+    /// In host memory: copied into a piece buffer before the piece is summed.
+    Host(HostPoints<'a>),
+}
+
+/// One piece of streamed work: the MSM whose sums it adds to, its scalars and its points.
+#[derive(Clone, Copy)]
+struct Piece<'a> {
+    msm: usize,
+    scalars: DevPtr<u32>,
+    len: usize,
+    points: PiecePoints<'a>,
 }
 
 /// Σ s_i·P_i (and Σ s_i·Q_i over the G2 points when given) for i < n, the scalars resident on
@@ -900,156 +1044,243 @@ pub fn msm_streamed(
     n: usize,
     piece: usize,
 ) -> Result<(SharedSums, Streaming)> {
-    ensure!(
-        points.g1.len() >= n && scalars.len() >= n * FR_LIMBS,
-        "streamed MSM of {n} terms over {} points and {} scalars",
-        points.g1.len(),
-        scalars.len() / FR_LIMBS
-    );
-    if let Some(g2) = points.g2 {
-        ensure!(
-            g2.len() >= n,
-            "streamed MSM of {n} terms over {} G2 points",
-            g2.len()
-        );
-    }
-    let start = resident.map_or(0, |r| r.terms.min(n));
-    if let Some(r) = resident {
-        ensure!(
-            r.g1.len() >= start * AFFINE_LIMBS
-                && (points.g2.is_none()
-                    || r.g2.is_some_and(|b| b.len() >= start * G2_AFFINE_LIMBS)),
-            "{start} resident terms of a streamed MSM over buffers of {} G1 points{}",
-            r.g1.len() / AFFINE_LIMBS,
-            if points.g2.is_some() {
-                " and fewer G2 points"
-            } else {
-                ""
-            }
-        );
-    }
-    let mut streaming = Streaming::default();
-    let mut sums = SharedSums {
-        g1: G1Projective::identity(),
-        g2: points.g2.map(|_| G2Projective::identity()),
+    let msm = StreamedMsm {
+        points,
+        resident,
+        scalars,
+        n,
     };
-    if n == 0 {
-        return Ok((sums, streaming));
+    msm.check()?;
+    ensure!(piece > 0, "streamed MSM in pieces of no points");
+    let (sums, streaming) = sum_pieces(
+        gpu,
+        &msm.pieces(0, piece),
+        vec![msm.zero()],
+        STREAMED_BUFFERS,
+    )?;
+    Ok((sums[0], streaming))
+}
+
+/// Several streamed MSMs summed together, their pieces in turns (one of each, then the next of
+/// each), in pieces of up to `piece` terms through three shared piece buffers. One MSM's copies
+/// then go behind the other's sums: H's sums (2^27 full-width scalars) outlast its copies more
+/// than four times on a 24 GB card, while L's (aux values, nearly all zeros and ones) are over
+/// long before their points are; one after the other, L's copies waited ~0.2 s a start
+/// (`ops/bench/gpu-2026-12-05-z.md`). Returns each MSM's sums in the order given.
+pub fn msm_streamed_together(
+    gpu: &Gpu,
+    msms: &[StreamedMsm],
+    piece: usize,
+) -> Result<(Vec<SharedSums>, Streaming)> {
+    ensure!(piece > 0, "streamed MSMs in pieces of no points");
+    let mut lists = Vec::with_capacity(msms.len());
+    for (i, msm) in msms.iter().enumerate() {
+        msm.check()?;
+        lists.push(msm.pieces(i, piece));
+    }
+    let schedule = in_turns(lists);
+    let zeros = msms.iter().map(StreamedMsm::zero).collect();
+    sum_pieces(gpu, &schedule, zeros, TOGETHER_BUFFERS)
+}
+
+/// The items of `lists` in turns: the first of each list, then the second of each, and so on;
+/// a list that runs out is passed over.
+fn in_turns<T>(lists: Vec<Vec<T>>) -> Vec<T> {
+    let mut lists: Vec<_> = lists.into_iter().map(Vec::into_iter).collect();
+    let mut all = Vec::new();
+    loop {
+        let before = all.len();
+        all.extend(lists.iter_mut().filter_map(Iterator::next));
+        if all.len() == before {
+            return all;
+        }
+    }
+}
+
+/// How far the copy thread and the sums have got through the streamed pieces of a schedule.
+#[derive(Default)]
+struct Progress {
+    /// Streamed pieces copied, and summed (in schedule order, counting streamed pieces only).
+    copied: usize,
+    summed: usize,
+    /// The sums failed or are done: the copy thread stops.
+    stop: bool,
+    /// The copy thread's error, for the sums to return.
+    failed: Option<anyhow::Error>,
+    bytes: u64,
+    copy_ms: f64,
+}
+
+/// Adds `schedule`'s pieces in order to `sums` (one per MSM), each streamed piece copied first into
+/// one of `buffers` piece buffers (the k-th streamed piece into buffer k mod `buffers`). One
+/// host thread copies the streamed pieces in turn over the copy lane, each as soon as its
+/// buffer's last piece is summed, while the main lane sums: the sums wait only for a copy not
+/// done yet, and that wait is `Streaming::waited_ms`.
+fn sum_pieces(
+    gpu: &Gpu,
+    schedule: &[Piece],
+    mut sums: Vec<SharedSums>,
+    buffers: usize,
+) -> Result<(Vec<SharedSums>, Streaming)> {
+    ensure!(
+        schedule.iter().all(|p| p.msm < sums.len()),
+        "a streamed piece of none of the {} MSMs",
+        sums.len()
+    );
+    let with_g2 = schedule
+        .iter()
+        .any(|p| matches!(p.points, PiecePoints::Host(h) if h.g2.is_some()));
+    let streamed: Vec<HostPoints> = schedule
+        .iter()
+        .filter_map(|p| match p.points {
+            PiecePoints::Host(h) => Some(h),
+            PiecePoints::Device { .. } => None,
+        })
+        .collect();
+    if schedule.is_empty() {
+        return Ok((sums, Streaming::default()));
     }
     gpu.bind()?;
-    let with_g2 = points.g2.is_some();
-    let add = |sums: &mut SharedSums, part: SharedSums| {
-        sums.g1 += part.g1;
-        if let (Some(sum), Some(p)) = (sums.g2.as_mut(), part.g2) {
-            *sum += p;
-        }
-    };
-    ensure!(piece > 0, "streamed MSM in pieces of no points");
-    // The resident terms are summed in pieces too: the scratch of one piece is what the free
-    // memory was sized for.
-    let resident_sums = |sums: &mut SharedSums| -> Result<()> {
-        let Some(r) = resident else {
-            return Ok(());
-        };
-        for at in (0..start).step_by(piece) {
-            let operands = Operands {
-                g1: r.g1.at(at * AFFINE_LIMBS),
-                g2: r.g2.filter(|_| with_g2).map(|b| b.at(at * G2_AFFINE_LIMBS)),
-                scalars: scalars.at(at * FR_LIMBS),
-            };
-            add(sums, shared_sums(gpu, operands, piece.min(start - at))?);
-        }
-        Ok(())
-    };
     // Each piece's scratch is made of the blocks the piece before gave back: a free would wait
     // for the next piece's copy, and the sums would not overlap the copies at all.
     let _kept = gpu.keep_freed();
-    if start == n {
-        resident_sums(&mut sums)?;
-        return Ok((sums, streaming));
-    }
-    let pieces = (n - start).div_ceil(piece);
-    let range = |k: usize| start + k * piece..(start + (k + 1) * piece).min(n);
-    let buffers = (0..pieces.min(2))
-        .map(|_| PieceBuffers::new(gpu, piece, with_g2))
+    let longest = streamed.iter().map(|h| h.g1.len()).max().unwrap_or(0);
+    let buffers = (0..buffers.min(streamed.len()))
+        .map(|_| PieceBuffers::new(gpu, longest, with_g2))
         .collect::<Result<Vec<_>>>()?;
-    let copy = |k: usize| -> Result<(u64, f64)> {
-        let t = std::time::Instant::now();
-        gpu.bind()?;
-        let r = range(k);
-        let buf = &buffers[k % buffers.len()];
-        let g1 = points_as_limbs(&points.g1[r.clone()]);
-        gpu.upload_in(Lane::Copy, &buf.g1, 0, g1)?;
-        let mut bytes = std::mem::size_of_val(g1) as u64;
-        if let (Some(g2), Some(dst)) = (points.g2, buf.g2.as_ref()) {
-            let g2 = points_as_limbs(&g2[r]);
-            gpu.upload_in(Lane::Copy, dst, 0, g2)?;
-            bytes += std::mem::size_of_val(g2) as u64;
-        }
-        Ok((bytes, t.elapsed().as_secs_f64() * 1e3))
+    let progress = std::sync::Mutex::new(Progress::default());
+    let changed = std::sync::Condvar::new();
+    let lock = || {
+        progress
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     };
     let began = std::time::Instant::now();
-    // Time spent in the sums, resident terms and pieces together (for the debug line below).
+    let mut waited_ms = 0.0;
     let mut sums_ms = 0.0;
-    std::thread::scope(|scope| -> Result<()> {
-        // The first piece goes over while the resident terms are summed (if any).
-        let first = scope.spawn(move || copy(0));
-        let summed = resident_sums(&mut sums);
-        sums_ms += began.elapsed().as_secs_f64() * 1e3;
-        let t = std::time::Instant::now();
-        let copied = first
-            .join()
-            .map_err(|_| anyhow::anyhow!("the point copy thread panicked"))?;
-        let waited_ms = t.elapsed().as_secs_f64() * 1e3;
-        summed?;
-        let (bytes, copy_ms) = copied?;
-        streaming += Streaming {
-            bytes,
-            copy_ms,
-            waited_ms,
-        };
-        for k in 0..pieces {
-            // The copy of piece k + 1 fills the buffer piece k − 1 used, whose sums are done:
-            // `shared_sums` returns once its results are on the host.
-            let next = (k + 1 < pieces).then(|| scope.spawn(move || copy(k + 1)));
-            let r = range(k);
-            let buf = &buffers[k % buffers.len()];
-            let operands = Operands {
-                g1: buf.g1.ptr(),
-                g2: buf.g2.as_ref().map(DevBuf::ptr),
-                scalars: scalars.at(r.start * FR_LIMBS),
-            };
-            let t = std::time::Instant::now();
-            let part = shared_sums(gpu, operands, r.len());
-            sums_ms += t.elapsed().as_secs_f64() * 1e3;
-            let summed = std::time::Instant::now();
-            let copied = next.map(|h| {
-                h.join()
-                    .map_err(|_| anyhow::anyhow!("the point copy thread panicked"))
-            });
-            let waited_ms = summed.elapsed().as_secs_f64() * 1e3;
-            add(&mut sums, part?);
-            if let Some(copied) = copied {
-                let (bytes, copy_ms) = copied??;
-                streaming += Streaming {
-                    bytes,
-                    copy_ms,
-                    waited_ms,
-                };
-            }
+
+    let copier = || {
+        if let Err(e) = gpu.bind() {
+            lock().failed = Some(e);
+            changed.notify_all();
+            return;
         }
-        Ok(())
-    })?;
+        for (k, host) in streamed.iter().enumerate() {
+            {
+                let mut p = lock();
+                while !p.stop && k >= p.summed + buffers.len() {
+                    p = changed
+                        .wait(p)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                }
+                if p.stop {
+                    return;
+                }
+            }
+            let t = std::time::Instant::now();
+            let buf = &buffers[k % buffers.len()];
+            let copied = (|| -> Result<u64> {
+                let g1 = points_as_limbs(host.g1);
+                gpu.upload_in(Lane::Copy, &buf.g1, 0, g1)?;
+                let mut bytes = std::mem::size_of_val(g1) as u64;
+                if let (Some(g2), Some(dst)) = (host.g2, buf.g2.as_ref()) {
+                    let g2 = points_as_limbs(g2);
+                    gpu.upload_in(Lane::Copy, dst, 0, g2)?;
+                    bytes += std::mem::size_of_val(g2) as u64;
+                }
+                Ok(bytes)
+            })();
+            let mut p = lock();
+            match copied {
+                Ok(bytes) => {
+                    p.copied = k + 1;
+                    p.bytes += bytes;
+                    p.copy_ms += t.elapsed().as_secs_f64() * 1e3;
+                }
+                Err(e) => {
+                    p.failed = Some(e);
+                    drop(p);
+                    changed.notify_all();
+                    return;
+                }
+            }
+            drop(p);
+            changed.notify_all();
+        }
+    };
+
+    let summed = std::thread::scope(|scope| -> Result<()> {
+        scope.spawn(copier);
+        let result = (|| -> Result<()> {
+            let mut k = 0;
+            for piece in schedule {
+                let operands = match piece.points {
+                    PiecePoints::Device { g1, g2 } => Operands {
+                        g1,
+                        g2,
+                        scalars: piece.scalars,
+                    },
+                    PiecePoints::Host(host) => {
+                        let t = std::time::Instant::now();
+                        let mut p = lock();
+                        while p.copied <= k && p.failed.is_none() {
+                            p = changed
+                                .wait(p)
+                                .unwrap_or_else(std::sync::PoisonError::into_inner);
+                        }
+                        if let Some(e) = p.failed.take() {
+                            return Err(e.context("copying a streamed MSM's points"));
+                        }
+                        drop(p);
+                        waited_ms += t.elapsed().as_secs_f64() * 1e3;
+                        let buf = &buffers[k % buffers.len()];
+                        Operands {
+                            g1: buf.g1.ptr(),
+                            g2: host.g2.and(buf.g2.as_ref().map(DevBuf::ptr)),
+                            scalars: piece.scalars,
+                        }
+                    }
+                };
+                let t = std::time::Instant::now();
+                let part = shared_sums(gpu, operands, piece.len)?;
+                sums_ms += t.elapsed().as_secs_f64() * 1e3;
+                let sum = &mut sums[piece.msm];
+                sum.g1 += part.g1;
+                if let (Some(sum), Some(part)) = (sum.g2.as_mut(), part.g2) {
+                    *sum += part;
+                }
+                if matches!(piece.points, PiecePoints::Host(_)) {
+                    // `shared_sums` returns once its results are on the host: the buffer is
+                    // free for the copy after next.
+                    k += 1;
+                    lock().summed = k;
+                    changed.notify_all();
+                }
+            }
+            Ok(())
+        })();
+        lock().stop = true;
+        changed.notify_all();
+        result
+    });
+    summed?;
+    let p = lock();
+    let streaming = Streaming {
+        bytes: p.bytes,
+        copy_ms: p.copy_ms,
+        waited_ms,
+    };
     tracing::debug!(
-        terms = n,
-        resident = start,
-        piece,
-        pieces,
+        msms = sums.len(),
+        pieces = schedule.len(),
+        streamed_pieces = streamed.len(),
+        longest,
+        buffers = buffers.len(),
         g2 = with_g2,
         ms = began.elapsed().as_secs_f64() * 1e3,
         sums_ms,
         copy_ms = streaming.copy_ms,
-        waited_ms = streaming.waited_ms,
+        waited_ms,
         "streamed MSM"
     );
     Ok((sums, streaming))
@@ -1102,6 +1333,14 @@ pub fn msm_streamed_from_host(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// MSMs streamed together go piece for piece in turns, the longer one's last pieces alone.
+    #[test]
+    fn pieces_go_in_turns() {
+        let turns = in_turns(vec![vec!["h0", "h1", "h2"], vec!["l0"], vec![]]);
+        assert_eq!(turns, ["h0", "l0", "h1", "h2"]);
+        assert!(in_turns::<u8>(vec![]).is_empty());
+    }
 
     #[test]
     fn window_sizes_are_sane() {
@@ -1162,6 +1401,11 @@ mod tests {
                 assert!(streamed_bytes(fewer, g2) > free, "n = {n}");
             }
         }
+        // A third buffer costs pieces only where memory is short.
+        let two = streamed_piece_len_with(1 << 27, gib(10), false, STREAMED_BUFFERS);
+        let three = streamed_piece_len_with(1 << 27, gib(10), false, TOGETHER_BUFFERS);
+        assert!(three.zip(two).is_some_and(|(t, w)| t <= w));
+        assert!(streamed_bytes_with(1 << 20, false, 3) > streamed_bytes(1 << 20, false));
         let h_24 = streamed_piece_len(1 << 27, gib(24) - gib(8) - (256 << 20), false);
         // Three pieces, where powers of two alone made it four.
         assert_eq!(h_24.map(|p| (1usize << 27).div_ceil(p)), Some(3));
