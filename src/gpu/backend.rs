@@ -763,8 +763,9 @@ fn start_streamed(
     ntt.release_twiddles(gpu)?;
     phases.h_ms = ms(t);
 
-    // With L's pieces in turns with H's, the aux values come first, beside H's coefficients.
-    let together = both_stream(&sets);
+    // With L's pieces in turns with H's, the aux values come first, beside H's coefficients,
+    // where that room leaves pieces not too short (`aux_beside_h`).
+    let together = both_stream(&sets) && aux_beside_h(gpu, domain - 1, lens[0])?;
     let t = Instant::now();
     let early_aux = together.then(|| aux_on_device(gpu, witness)).transpose()?;
     phases.aux_ms = ms(t);
@@ -1344,6 +1345,34 @@ fn msm_together() -> bool {
 /// their points, and `msm_together` allows it.
 fn both_stream(sets: &PointSets) -> bool {
     msm_together() && sets.h.streamed_host().is_some() && sets.l.streamed_host().is_some()
+}
+
+/// Whether a start from host-made a, b, c, with H's coefficients on the device, can make room
+/// for L's scalars (`l_len` aux values) beside them, to sum H's and L's pieces in turns: only
+/// where H then goes in at most twice the pieces it would take alone (each piece costs its own
+/// bucket work). On an H100 capped at 16 GiB a 32 GiB partition's H goes in 8 pieces instead of
+/// 4, its sums 0.12 s longer, and the start 0.09 s shorter (`ops/bench/gpu-2026-12-05-aa.md`);
+/// a card with less room keeps H's pieces long.
+fn aux_beside_h(gpu: &Gpu, h_len: usize, l_len: usize) -> Result<bool> {
+    let (free, _) = gpu.mem_info()?;
+    Ok(aux_fits_beside_h(free, h_len, l_len))
+}
+
+/// `aux_beside_h` for `free` device bytes.
+fn aux_fits_beside_h(free: usize, h_len: usize, l_len: usize) -> bool {
+    let margin = (free / 8).min(256 << 20);
+    let alone = super::msm::streamed_piece_len(h_len, free.saturating_sub(margin), false);
+    let room = free.saturating_sub(margin + l_len * FR_LIMBS * 4);
+    let beside = super::msm::streamed_piece_len_with(
+        h_len.max(l_len),
+        room,
+        false,
+        super::msm::TOGETHER_BUFFERS,
+    );
+    match (alone, beside) {
+        (Some(alone), Some(beside)) => h_len.div_ceil(beside) <= 2 * h_len.div_ceil(alone),
+        _ => false,
+    }
 }
 
 /// The scalars of H's and L's multiexps, on the device, and how many of each are summed.
@@ -2202,6 +2231,17 @@ mod tests {
     }
 
     /// More witness scalars than domain points: the MSM scratch follows the larger MSM.
+    /// A 16 GiB card's streamed start (12.5 GB free beside H's coefficients) makes room for
+    /// L's scalars beside H's and sums their pieces in turns; with 9 GB free H's pieces would
+    /// more than double, and it does not.
+    #[test]
+    fn l_goes_beside_h_only_where_h_keeps_long_pieces() {
+        let (h, l) = ((1usize << 27) - 1, 130_169_893);
+        assert!(aux_fits_beside_h(12_500_000_000, h, l));
+        assert!(!aux_fits_beside_h(9_000_000_000, h, l));
+        assert!(!aux_fits_beside_h(4_000_000_000, h, l));
+    }
+
     #[test]
     fn peak_follows_the_largest_msm() {
         let domain = 1usize << 20;
