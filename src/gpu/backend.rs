@@ -764,41 +764,34 @@ fn start_streamed(
     phases.h_ms = ms(t);
 
     // With L's pieces in turns with H's, the aux values come first, beside H's coefficients,
-    // where that room leaves pieces not too short (`aux_beside_h`).
-    let together = both_stream(&sets) && aux_beside_h(gpu, domain - 1, lens[0])?;
-    let t = Instant::now();
-    let early_aux = together.then(|| aux_on_device(gpu, witness)).transpose()?;
-    phases.aux_ms = ms(t);
-    let t = Instant::now();
-    let mut hl = match &early_aux {
-        Some(dl) => {
-            let msms = HAndLScalars {
-                h: &da,
-                h_len: domain - 1,
-                l: dl,
-                l_len: lens[0],
-            };
-            h_and_l_msms(gpu, &sets, msms, &mut phases.streaming)?
-        }
-        None => HAndL {
-            h: msm_points(gpu, sets.h, None, &da, domain - 1, &mut phases.streaming)?.g1,
-            l: None,
-        },
+    // where that room leaves H's pieces long enough (`aux_beside_h`); otherwise after them.
+    let (hl, dl) = if both_stream(&sets) && aux_beside_h(gpu, domain - 1, lens[0])? {
+        let t = Instant::now();
+        let dl = aux_on_device(gpu, witness)?;
+        phases.aux_ms = ms(t);
+        let t = Instant::now();
+        let scalars = HAndLScalars {
+            h: &da,
+            h_len: domain - 1,
+            l: &dl,
+            l_len: lens[0],
+        };
+        let hl = h_and_l_msms(gpu, &sets, scalars, &mut phases.streaming)?;
+        drop(da);
+        phases.msm_h_ms = ms(t);
+        (hl, dl)
+    } else {
+        let t = Instant::now();
+        let h = msm_points(gpu, sets.h, None, &da, domain - 1, &mut phases.streaming)?.g1;
+        drop(da);
+        phases.msm_h_ms = ms(t);
+        let t = Instant::now();
+        let dl = aux_on_device(gpu, witness)?;
+        phases.aux_ms = ms(t);
+        (HAndL { h, l: None }, dl)
     };
-    drop(da);
-    phases.msm_h_ms = ms(t);
     phases.l_with_h = hl.l.is_some();
-
-    let dl = match early_aux {
-        Some(dl) => dl,
-        None => {
-            let t = Instant::now();
-            let dl = aux_on_device(gpu, witness)?;
-            phases.aux_ms = ms(t);
-            dl
-        }
-    };
-    let l = match hl.l.take() {
+    let l = match hl.l {
         Some(l) => l,
         None => {
             let t = Instant::now();

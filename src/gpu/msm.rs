@@ -1105,17 +1105,67 @@ struct Progress {
     summed: usize,
     /// The sums failed or are done: the copy thread stops.
     stop: bool,
+    /// The copy thread has ended (its work done, stopped, failed, or panicked).
+    ended: bool,
     /// The copy thread's error, for the sums to return.
     failed: Option<anyhow::Error>,
     bytes: u64,
     copy_ms: f64,
 }
 
-/// Adds `schedule`'s pieces in order to `sums` (one per MSM), each streamed piece copied first into
-/// one of `buffers` piece buffers (the k-th streamed piece into buffer k mod `buffers`). One
-/// host thread copies the streamed pieces in turn over the copy lane, each as soon as its
-/// buffer's last piece is summed, while the main lane sums: the sums wait only for a copy not
-/// done yet, and that wait is `Streaming::waited_ms`.
+/// What the copy thread and the sums of `sum_pieces` share: their progress under one lock,
+/// and a signal at every change of it.
+#[derive(Default)]
+struct Handoff {
+    progress: std::sync::Mutex<Progress>,
+    changed: std::sync::Condvar,
+}
+
+impl Handoff {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Progress> {
+        // Every change is a plain assignment: what a panicking holder left is still usable.
+        self.progress
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The progress, once `ready` holds of it.
+    fn wait_until(&self, ready: impl Fn(&Progress) -> bool) -> std::sync::MutexGuard<'_, Progress> {
+        let mut p = self.lock();
+        while !ready(&p) {
+            p = self
+                .changed
+                .wait(p)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        p
+    }
+
+    /// Changes the progress and tells the other side.
+    fn update(&self, change: impl FnOnce(&mut Progress)) {
+        change(&mut self.lock());
+        self.changed.notify_all();
+    }
+}
+
+/// Changes a handoff's progress when dropped, on a panic too: one side leaving, however it
+/// leaves, says so, so that the other never waits for it in vain.
+struct OnLeave<'a, F: FnMut(&mut Progress)> {
+    handoff: &'a Handoff,
+    change: F,
+}
+
+impl<F: FnMut(&mut Progress)> Drop for OnLeave<'_, F> {
+    fn drop(&mut self) {
+        self.handoff.update(&mut self.change);
+    }
+}
+
+/// Adds `schedule`'s pieces in order to `sums` (one per MSM), each streamed piece copied first
+/// into one of `buffers` piece buffers (the k-th streamed piece into buffer k mod `buffers`).
+/// One host thread copies the streamed pieces in turn over the copy lane (`copy_pieces`), each
+/// as soon as its buffer's last piece is summed, while the main lane sums (`add_pieces`): the
+/// sums wait only for a copy not done yet, and that wait is `Streaming::waited_ms`.
 fn sum_pieces(
     gpu: &Gpu,
     schedule: &[Piece],
@@ -1127,9 +1177,9 @@ fn sum_pieces(
         "a streamed piece of none of the {} MSMs",
         sums.len()
     );
-    let with_g2 = schedule
-        .iter()
-        .any(|p| matches!(p.points, PiecePoints::Host(h) if h.g2.is_some()));
+    if schedule.is_empty() {
+        return Ok((sums, Streaming::default()));
+    }
     let streamed: Vec<HostPoints> = schedule
         .iter()
         .filter_map(|p| match p.points {
@@ -1137,9 +1187,7 @@ fn sum_pieces(
             PiecePoints::Device { .. } => None,
         })
         .collect();
-    if schedule.is_empty() {
-        return Ok((sums, Streaming::default()));
-    }
+    let with_g2 = streamed.iter().any(|h| h.g2.is_some());
     gpu.bind()?;
     // Each piece's scratch is made of the blocks the piece before gave back: a free would wait
     // for the next piece's copy, and the sums would not overlap the copies at all.
@@ -1148,127 +1196,23 @@ fn sum_pieces(
     let buffers = (0..buffers.min(streamed.len()))
         .map(|_| PieceBuffers::new(gpu, longest, with_g2))
         .collect::<Result<Vec<_>>>()?;
-    let progress = std::sync::Mutex::new(Progress::default());
-    let changed = std::sync::Condvar::new();
-    let lock = || {
-        progress
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    };
+    let handoff = Handoff::default();
     let began = std::time::Instant::now();
-    let mut waited_ms = 0.0;
-    let mut sums_ms = 0.0;
-
-    let copier = || {
-        if let Err(e) = gpu.bind() {
-            lock().failed = Some(e);
-            changed.notify_all();
-            return;
-        }
-        for (k, host) in streamed.iter().enumerate() {
-            {
-                let mut p = lock();
-                while !p.stop && k >= p.summed + buffers.len() {
-                    p = changed
-                        .wait(p)
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
-                }
-                if p.stop {
-                    return;
-                }
-            }
-            let t = std::time::Instant::now();
-            let buf = &buffers[k % buffers.len()];
-            let copied = (|| -> Result<u64> {
-                let g1 = points_as_limbs(host.g1);
-                gpu.upload_in(Lane::Copy, &buf.g1, 0, g1)?;
-                let mut bytes = std::mem::size_of_val(g1) as u64;
-                if let (Some(g2), Some(dst)) = (host.g2, buf.g2.as_ref()) {
-                    let g2 = points_as_limbs(g2);
-                    gpu.upload_in(Lane::Copy, dst, 0, g2)?;
-                    bytes += std::mem::size_of_val(g2) as u64;
-                }
-                Ok(bytes)
-            })();
-            let mut p = lock();
-            match copied {
-                Ok(bytes) => {
-                    p.copied = k + 1;
-                    p.bytes += bytes;
-                    p.copy_ms += t.elapsed().as_secs_f64() * 1e3;
-                }
-                Err(e) => {
-                    p.failed = Some(e);
-                    drop(p);
-                    changed.notify_all();
-                    return;
-                }
-            }
-            drop(p);
-            changed.notify_all();
-        }
-    };
-
-    let summed = std::thread::scope(|scope| -> Result<()> {
-        scope.spawn(copier);
-        let result = (|| -> Result<()> {
-            let mut k = 0;
-            for piece in schedule {
-                let operands = match piece.points {
-                    PiecePoints::Device { g1, g2 } => Operands {
-                        g1,
-                        g2,
-                        scalars: piece.scalars,
-                    },
-                    PiecePoints::Host(host) => {
-                        let t = std::time::Instant::now();
-                        let mut p = lock();
-                        while p.copied <= k && p.failed.is_none() {
-                            p = changed
-                                .wait(p)
-                                .unwrap_or_else(std::sync::PoisonError::into_inner);
-                        }
-                        if let Some(e) = p.failed.take() {
-                            return Err(e.context("copying a streamed MSM's points"));
-                        }
-                        drop(p);
-                        waited_ms += t.elapsed().as_secs_f64() * 1e3;
-                        let buf = &buffers[k % buffers.len()];
-                        Operands {
-                            g1: buf.g1.ptr(),
-                            g2: host.g2.and(buf.g2.as_ref().map(DevBuf::ptr)),
-                            scalars: piece.scalars,
-                        }
-                    }
-                };
-                let t = std::time::Instant::now();
-                let part = shared_sums(gpu, operands, piece.len)?;
-                sums_ms += t.elapsed().as_secs_f64() * 1e3;
-                let sum = &mut sums[piece.msm];
-                sum.g1 += part.g1;
-                if let (Some(sum), Some(part)) = (sum.g2.as_mut(), part.g2) {
-                    *sum += part;
-                }
-                if matches!(piece.points, PiecePoints::Host(_)) {
-                    // `shared_sums` returns once its results are on the host: the buffer is
-                    // free for the copy after next.
-                    k += 1;
-                    lock().summed = k;
-                    changed.notify_all();
-                }
-            }
-            Ok(())
-        })();
-        lock().stop = true;
-        changed.notify_all();
-        result
-    });
-    summed?;
-    let p = lock();
+    let mut times = SumTimes::default();
+    std::thread::scope(|scope| {
+        scope.spawn(|| copy_pieces(gpu, &streamed, &buffers, &handoff));
+        // Done or failed, the sums stop the copies (the scope then waits for the thread).
+        let _stop = OnLeave {
+            handoff: &handoff,
+            change: |p: &mut Progress| p.stop = true,
+        };
+        add_pieces(gpu, schedule, &buffers, &handoff, &mut sums, &mut times)
+    })?;
+    let p = handoff.lock();
     let streaming = Streaming {
         bytes: p.bytes,
         copy_ms: p.copy_ms,
-        waited_ms,
+        waited_ms: times.waited_ms,
     };
     tracing::debug!(
         msms = sums.len(),
@@ -1278,12 +1222,124 @@ fn sum_pieces(
         buffers = buffers.len(),
         g2 = with_g2,
         ms = began.elapsed().as_secs_f64() * 1e3,
-        sums_ms,
+        sums_ms = times.sums_ms,
         copy_ms = streaming.copy_ms,
-        waited_ms,
+        waited_ms = times.waited_ms,
         "streamed MSM"
     );
     Ok((sums, streaming))
+}
+
+/// The copy thread of `sum_pieces`: the streamed pieces in order, the k-th into buffer
+/// k mod `buffers.len()` once the piece that used that buffer before is summed. It stops at the
+/// end, when the sums stop, or at its first error, which it hands over.
+fn copy_pieces(gpu: &Gpu, streamed: &[HostPoints], buffers: &[PieceBuffers], handoff: &Handoff) {
+    let _ended = OnLeave {
+        handoff,
+        change: |p: &mut Progress| p.ended = true,
+    };
+    if let Err(e) = gpu.bind() {
+        handoff.update(|p| p.failed = Some(e));
+        return;
+    }
+    for (k, host) in streamed.iter().enumerate() {
+        if handoff
+            .wait_until(|p| p.stop || k < p.summed + buffers.len())
+            .stop
+        {
+            return;
+        }
+        let t = std::time::Instant::now();
+        match copy_piece(gpu, *host, &buffers[k % buffers.len()]) {
+            Ok(bytes) => handoff.update(|p| {
+                p.copied = k + 1;
+                p.bytes += bytes;
+                p.copy_ms += t.elapsed().as_secs_f64() * 1e3;
+            }),
+            Err(e) => {
+                handoff.update(|p| p.failed = Some(e));
+                return;
+            }
+        }
+    }
+}
+
+/// One piece's points into `buf` over the copy lane; returns the bytes copied.
+fn copy_piece(gpu: &Gpu, host: HostPoints, buf: &PieceBuffers) -> Result<u64> {
+    let g1 = points_as_limbs(host.g1);
+    gpu.upload_in(Lane::Copy, &buf.g1, 0, g1)?;
+    let mut bytes = std::mem::size_of_val(g1) as u64;
+    if let (Some(g2), Some(dst)) = (host.g2, buf.g2.as_ref()) {
+        let g2 = points_as_limbs(g2);
+        gpu.upload_in(Lane::Copy, dst, 0, g2)?;
+        bytes += std::mem::size_of_val(g2) as u64;
+    }
+    Ok(bytes)
+}
+
+/// Where `add_pieces` spent its time, on the host clock.
+#[derive(Default)]
+struct SumTimes {
+    /// Waiting for copies not done yet.
+    waited_ms: f64,
+    /// In the sums.
+    sums_ms: f64,
+}
+
+/// The sums of `sum_pieces`: each piece in turn, a streamed one once the copy thread has
+/// copied it, into the sums of its MSM.
+fn add_pieces(
+    gpu: &Gpu,
+    schedule: &[Piece],
+    buffers: &[PieceBuffers],
+    handoff: &Handoff,
+    sums: &mut [SharedSums],
+    times: &mut SumTimes,
+) -> Result<()> {
+    // Streamed pieces summed so far.
+    let mut k = 0;
+    for piece in schedule {
+        let operands = match piece.points {
+            PiecePoints::Device { g1, g2 } => Operands {
+                g1,
+                g2,
+                scalars: piece.scalars,
+            },
+            PiecePoints::Host(host) => {
+                let t = std::time::Instant::now();
+                let mut p = handoff.wait_until(|p| p.copied > k || p.ended);
+                if p.copied <= k {
+                    let e = p.failed.take().unwrap_or_else(|| {
+                        anyhow::anyhow!("the point copy thread ended early (it panicked)")
+                    });
+                    return Err(e.context("copying a streamed MSM's points"));
+                }
+                drop(p);
+                times.waited_ms += t.elapsed().as_secs_f64() * 1e3;
+                let buf = &buffers[k % buffers.len()];
+                Operands {
+                    g1: buf.g1.ptr(),
+                    g2: host.g2.and(buf.g2.as_ref().map(DevBuf::ptr)),
+                    scalars: piece.scalars,
+                }
+            }
+        };
+        let t = std::time::Instant::now();
+        let part = shared_sums(gpu, operands, piece.len)?;
+        times.sums_ms += t.elapsed().as_secs_f64() * 1e3;
+        let sum = &mut sums[piece.msm];
+        sum.g1 += part.g1;
+        if let (Some(sum), Some(part)) = (sum.g2.as_mut(), part.g2) {
+            *sum += part;
+        }
+        if matches!(piece.points, PiecePoints::Host(_)) {
+            // `shared_sums` returns once its results are on the host: the piece's buffer is
+            // free for the copy thread.
+            k += 1;
+            handoff.update(|p| p.summed = k);
+        }
+    }
+    Ok(())
 }
 
 /// One piece's points on the device, in G1 and (for a shared MSM) in G2.
@@ -1333,6 +1389,26 @@ pub fn msm_streamed_from_host(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A side of a streamed MSM's handoff that panics still says it has ended, so that the
+    /// other side's wait returns (and the sums report the copy thread's failure).
+    #[test]
+    fn a_panicking_side_still_ends() {
+        let handoff = Handoff::default();
+        std::thread::scope(|scope| {
+            let copier = scope.spawn(|| {
+                let _ended = OnLeave {
+                    handoff: &handoff,
+                    change: |p: &mut Progress| p.ended = true,
+                };
+                panic!("a copy thread that fails hard");
+            });
+            let p = handoff.wait_until(|p| p.ended || p.copied > 0);
+            assert!(p.ended && p.copied == 0 && p.failed.is_none());
+            drop(p);
+            assert!(copier.join().is_err());
+        });
+    }
 
     /// MSMs streamed together go piece for piece in turns, the longer one's last pieces alone.
     #[test]
