@@ -1239,6 +1239,15 @@ impl<P: DeviceAffine> Points<'_, P> {
             Points::Host(points) | Points::Split { host: points, .. } => points.len(),
         }
     }
+
+    /// How many of the set's points are copied from host memory for each MSM.
+    fn streamed_terms(&self) -> usize {
+        match self {
+            Points::Device(_) => 0,
+            Points::Host(points) => points.len(),
+            Points::Split { resident, host, .. } => host.len().saturating_sub(*resident),
+        }
+    }
 }
 
 /// One circuit's point sets, each resident or streamed: the G1 sets, and the B query's G2
@@ -1334,10 +1343,12 @@ fn msm_together() -> bool {
     std::env::var("C2Q_MSM_TOGETHER").map_or(true, |v| v != "0")
 }
 
-/// Whether H's and L's multiexps will be summed together: both sets stream at least some of
-/// their points, and `msm_together` allows it.
+/// Whether H's and L's multiexps are summed together: H streams, L streams at least half its
+/// points, and `msm_together` allows it. Measured where L streams whole (24 and 16 GB cards,
+/// `ops/bench/gpu-2026-12-05-aa.md`); where most of L is resident (48 GB cards), its copies
+/// are short, and the third piece buffer would cost H's pieces more than it hides.
 fn both_stream(sets: &PointSets) -> bool {
-    msm_together() && sets.h.streamed_host().is_some() && sets.l.streamed_host().is_some()
+    msm_together() && sets.h.streamed_terms() > 0 && 2 * sets.l.streamed_terms() >= sets.l.len()
 }
 
 /// Whether a start from host-made a, b, c, with H's coefficients on the device, can make room
@@ -1382,7 +1393,7 @@ struct HAndL {
     l: Option<G1Projective>,
 }
 
-/// H's multiexp, and L's with it where both sets stream (`both_stream`): their pieces in
+/// H's multiexp, and L's with it where both sets stream enough (`both_stream`): their pieces in
 /// turns (`msm_streamed_together`), so that the copies of L's points, whose sums are short
 /// (its scalars are nearly all zeros and ones), go behind the sums of H's full-width ones
 /// instead of leaving the GPU waiting. Otherwise H's alone, and L's is the caller's to do.
@@ -1395,7 +1406,7 @@ fn h_and_l_msms(
     let h = streamed_g1(sets.h, scalars.h, scalars.h_len);
     let l = streamed_g1(sets.l, scalars.l, scalars.l_len);
     match (h, l) {
-        (Some(h), Some(l)) if msm_together() => {
+        (Some(h), Some(l)) if both_stream(sets) => {
             let piece = together_piece_for(gpu, scalars.h_len.max(scalars.l_len))?;
             let (sums, copied) = msm_streamed_together(gpu, &[h, l], piece)?;
             *streaming += copied;
