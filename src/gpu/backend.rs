@@ -769,7 +769,6 @@ fn start_streamed(
         let t = Instant::now();
         let dl = aux_on_device(gpu, witness)?;
         phases.aux_ms = ms(t);
-        let t = Instant::now();
         let scalars = HAndLScalars {
             h: &da,
             h_len: domain - 1,
@@ -778,28 +777,30 @@ fn start_streamed(
         };
         let hl = h_and_l_msms(gpu, &sets, scalars, &mut phases.streaming)?;
         drop(da);
-        phases.msm_h_ms = ms(t);
         (hl, dl)
     } else {
         let t = Instant::now();
         let h = msm_points(gpu, sets.h, None, &da, domain - 1, &mut phases.streaming)?.g1;
+        let h_ms = ms(t);
+        // H's coefficients make room for the aux values.
         drop(da);
-        phases.msm_h_ms = ms(t);
         let t = Instant::now();
         let dl = aux_on_device(gpu, witness)?;
         phases.aux_ms = ms(t);
-        (HAndL { h, l: None }, dl)
+        let t = Instant::now();
+        let l = msm_points(gpu, sets.l, None, &dl, lens[0], &mut phases.streaming)?.g1;
+        let hl = HAndL {
+            h,
+            l,
+            together: false,
+            h_ms,
+            l_ms: ms(t),
+        };
+        (hl, dl)
     };
-    phases.l_with_h = hl.l.is_some();
-    let l = match hl.l {
-        Some(l) => l,
-        None => {
-            let t = Instant::now();
-            let l = msm_points(gpu, sets.l, None, &dl, lens[0], &mut phases.streaming)?.g1;
-            phases.msm_l_ms = ms(t);
-            l
-        }
-    };
+    phases.msm_h_ms = hl.h_ms;
+    phases.msm_l_ms = hl.l_ms;
+    phases.l_with_h = hl.together;
 
     let t = Instant::now();
     let [d_a, d_b] = queries_on_device(gpu, witness, &dl, lens)?;
@@ -830,7 +831,7 @@ fn start_streamed(
     phases.total_ms = ms(total);
     let sums = Multiexps {
         h: hl.h,
-        l,
+        l: hl.l,
         a: a.g1,
         b_g1: b.g1,
         b_g2: b.g2,
@@ -1364,9 +1365,9 @@ fn aux_beside_h(gpu: &Gpu, h_len: usize, l_len: usize) -> Result<bool> {
 
 /// `aux_beside_h` for `free` device bytes.
 fn aux_fits_beside_h(free: usize, h_len: usize, l_len: usize) -> bool {
-    let margin = (free / 8).min(256 << 20);
-    let alone = super::msm::streamed_piece_len(h_len, free.saturating_sub(margin), false);
-    let room = free.saturating_sub(margin + l_len * FR_LIMBS * 4);
+    let room = super::msm::piece_room(free);
+    let alone = super::msm::streamed_piece_len(h_len, room, false);
+    let room = room.saturating_sub(l_len * FR_LIMBS * 4);
     let beside = super::msm::streamed_piece_len_with(
         h_len.max(l_len),
         room,
@@ -1387,39 +1388,53 @@ struct HAndLScalars<'a> {
     l_len: usize,
 }
 
-/// H's sum, and L's where it was summed with it.
+/// H's and L's sums, whether they were summed together, and the time each took (H's for both
+/// when together, L's then 0).
 struct HAndL {
     h: G1Projective,
-    l: Option<G1Projective>,
+    l: G1Projective,
+    together: bool,
+    h_ms: f64,
+    l_ms: f64,
 }
 
-/// H's multiexp, and L's with it where both sets stream enough (`both_stream`): their pieces in
-/// turns (`msm_streamed_together`), so that the copies of L's points, whose sums are short
+/// H's and L's multiexps: together where both sets stream enough (`both_stream`), their pieces
+/// in turns (`msm_streamed_together`), so that the copies of L's points, whose sums are short
 /// (its scalars are nearly all zeros and ones), go behind the sums of H's full-width ones
-/// instead of leaving the GPU waiting. Otherwise H's alone, and L's is the caller's to do.
+/// instead of leaving the GPU waiting; otherwise H's, then L's.
 fn h_and_l_msms(
     gpu: &Gpu,
     sets: &PointSets,
     scalars: HAndLScalars,
     streaming: &mut Streaming,
 ) -> Result<HAndL> {
+    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
     let h = streamed_g1(sets.h, scalars.h, scalars.h_len);
     let l = streamed_g1(sets.l, scalars.l, scalars.l_len);
-    match (h, l) {
-        (Some(h), Some(l)) if both_stream(sets) => {
-            let piece = together_piece_for(gpu, scalars.h_len.max(scalars.l_len))?;
-            let (sums, copied) = msm_streamed_together(gpu, &[h, l], piece)?;
-            *streaming += copied;
-            Ok(HAndL {
-                h: sums[0].g1,
-                l: Some(sums[1].g1),
-            })
-        }
-        _ => Ok(HAndL {
-            h: msm_points(gpu, sets.h, None, scalars.h, scalars.h_len, streaming)?.g1,
-            l: None,
-        }),
+    let t = Instant::now();
+    if let (Some(h), Some(l), true) = (h, l, both_stream(sets)) {
+        let piece = together_piece_for(gpu, scalars.h_len.max(scalars.l_len))?;
+        let (sums, copied) = msm_streamed_together(gpu, &[h, l], piece)?;
+        *streaming += copied;
+        return Ok(HAndL {
+            h: sums[0].g1,
+            l: sums[1].g1,
+            together: true,
+            h_ms: ms(t),
+            l_ms: 0.0,
+        });
     }
+    let h = msm_points(gpu, sets.h, None, scalars.h, scalars.h_len, streaming)?.g1;
+    let h_ms = ms(t);
+    let t = Instant::now();
+    let l = msm_points(gpu, sets.l, None, scalars.l, scalars.l_len, streaming)?.g1;
+    Ok(HAndL {
+        h,
+        l,
+        together: false,
+        h_ms,
+        l_ms: ms(t),
+    })
 }
 
 /// A G1 multiexp over a set that streams at least some of its points, as
@@ -1579,7 +1594,6 @@ pub fn start_resident(
             let (dh, dw) = h_on_device(gpu, ntt, transform, &mut phases)?;
             // L's scalars, the aux values, are on the device already: where both sets stream,
             // L's pieces go in turns with H's.
-            let t = Instant::now();
             let msms = HAndLScalars {
                 h: &dh,
                 h_len: domain - 1,
@@ -1588,17 +1602,9 @@ pub fn start_resident(
             };
             let hl = h_and_l_msms(gpu, &sets, msms, &mut phases.streaming)?;
             drop(dh);
-            phases.msm_h_ms = ms(t);
-            phases.l_with_h = hl.l.is_some();
-            let l = match hl.l {
-                Some(l) => l,
-                None => {
-                    let t = Instant::now();
-                    let l = msm_points(gpu, sets.l, None, &dw.aux, lens[0], &mut phases.streaming)?;
-                    phases.msm_l_ms = ms(t);
-                    l.g1
-                }
-            };
+            phases.msm_h_ms = hl.h_ms;
+            phases.msm_l_ms = hl.l_ms;
+            phases.l_with_h = hl.together;
             // Each query's scalars are selected just before its MSM and freed after it, so
             // that no two selections and no MSM scratch but one share the device at once.
             let input = &witness.input;
@@ -1610,7 +1616,7 @@ pub fn start_resident(
                 || constraints.b_query(gpu, &dw, input),
                 &mut phases,
             )?;
-            (hl.h, l, a, b)
+            (hl.h, hl.l, a, b)
         }
     };
     phases.total_ms = ms(total);
@@ -2234,7 +2240,6 @@ mod tests {
         );
     }
 
-    /// More witness scalars than domain points: the MSM scratch follows the larger MSM.
     /// A 16 GiB card's streamed start (12.5 GB free beside H's coefficients) makes room for
     /// L's scalars beside H's and sums their pieces in turns; with 9 GB free H's pieces would
     /// more than double, and it does not.
@@ -2246,6 +2251,7 @@ mod tests {
         assert!(!aux_fits_beside_h(4_000_000_000, h, l));
     }
 
+    /// More witness scalars than domain points: the MSM scratch follows the larger MSM.
     #[test]
     fn peak_follows_the_largest_msm() {
         let domain = 1usize << 20;

@@ -888,9 +888,13 @@ pub fn streamed_piece_for(gpu: &Gpu, n: usize, g2: bool) -> Result<Option<usize>
 /// As `streamed_piece_for`, with `buffers` piece buffers.
 fn streamed_piece_with(gpu: &Gpu, n: usize, g2: bool, buffers: usize) -> Result<Option<usize>> {
     let (free, _) = gpu.mem_info()?;
-    // A margin for the allocator's granularity and the reductions' temporaries.
-    let margin = (free / 8).min(256 << 20);
-    Ok(streamed_piece_len_with(n, free - margin, g2, buffers))
+    Ok(streamed_piece_len_with(n, piece_room(free), g2, buffers))
+}
+
+/// What of `free` device bytes a streamed MSM's pieces may take: all but a margin for the
+/// allocator's granularity and the reductions' temporaries.
+pub fn piece_room(free: usize) -> usize {
+    free - (free / 8).min(256 << 20)
 }
 
 /// As `streamed_piece_for` for a G1 MSM, which streams whatever the room: when no piece fits
