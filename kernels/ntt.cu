@@ -12,12 +12,17 @@
 // permutation between the two transforms of the H computation.
 //
 // Twiddles are stored stage by stage: stage t (half-span 2^t) needs w_t^e, e < 2^t, with w_t
-// the primitive 2^(t+1)-th root of unity, and finds it at tw[2^t − 1 + e]. Those values do not
-// depend on the domain (w_t = ω_L^(2^(L−1−t)) for every L > t), so one table of 2^T − 1
-// entries serves every domain up to 2^T. The layout makes the butterflies of a warp, whose
-// exponents are runs of consecutive integers, read runs of consecutive entries: a table
-// indexed by a power of ω of the whole domain would scatter them 2^(L−1−t) entries apart, one
-// DRAM sector each. The inverse uses w_t^-e = w_t^(2^(t+1) − e) = −w_t^(2^t − e).
+// the primitive 2^(t+1)-th root of unity, and finds it at tw[2^t − 1 + t + e]: each stage holds
+// w_t^0 .. w_t^(2^t), one entry more than the forward transform reads (below). Those values do
+// not depend on the domain (w_t = ω_L^(2^(L−1−t)) for every L > t), so one table of
+// 2^T − 1 + T entries serves every domain up to 2^T. The layout makes the butterflies of a
+// warp, whose exponents are runs of consecutive integers, read runs of consecutive entries: a
+// table indexed by a power of ω of the whole domain would scatter them 2^(L−1−t) entries apart,
+// one DRAM sector each.
+//
+// The inverse uses w_t^-e = w_t^(2^(t+1) − e) = −w_t^(2^t − e), for every e < 2^t (e = 0
+// reads the extra entry, w_t^(2^t) = −1). The sign is the same for every butterfly, so it goes
+// into the butterfly instead of the twiddle: (x − y)·(−w) = (y − x)·w, x ∓ y·(−w) = x ± y·w.
 #include "field.cuh"
 
 #define NTT_TILE 1024
@@ -26,14 +31,11 @@ DEV u32 bit_reverse(u32 i, u32 log_n) {
     return log_n == 0 ? 0 : (__brev(i) >> (32 - log_n));
 }
 
-// w_t^e (or w_t^-e when `inverse`) for e < 2^t, from the stage-major table. The load does not
-// depend on a branch, so that a step's twiddle loads all leave before the first one is used:
-// one memory latency per step, not one per twiddle. (w_t^0 = 1 sits at the stage's index 0.)
-DEV Fr twiddle(const u32* tw, u64 e, u32 t, bool inverse) {
-    const u64 base = ((u64)1 << t) - 1;
-    const bool negate = inverse && e != 0;
-    const Fr w = load_fr(tw, base + (negate ? ((u64)1 << t) - e : e));
-    return negate ? fe_neg<FrTag>(w) : w;
+// w_t^e for e < 2^t from the stage-major table, or when `inverse` −w_t^-e = w_t^(2^t − e): the
+// butterflies of an inverse transform negate it back (butterfly's `inverse`).
+DEV Fr twiddle(const u32* tw, u32 e, u32 t, bool inverse) {
+    const u32 base = (1u << t) - 1 + t;
+    return load_fr(tw, base + (inverse ? (1u << t) - e : e));
 }
 
 // A butterfly whose twiddle is 1, the same for DIT and DIF: (x, y) → (x + y, x − y).
@@ -43,16 +45,18 @@ DEV void butterfly_unit(Fr& x, Fr& y) {
     y = d;
 }
 
-// One butterfly: DIT (x, y) → (x + w·y, x − w·y); DIF (x, y) → (x + y, (x − y)·w).
-DEV void butterfly(Fr& x, Fr& y, const Fr& w, bool dif) {
+// One butterfly: DIT (x, y) → (x + w·y, x − w·y); DIF (x, y) → (x + y, (x − y)·w). With
+// `inverse` the twiddle given is −w (see `twiddle`): DIT (x − w·y, x + w·y), DIF (y − x)·w.
+DEV void butterfly(Fr& x, Fr& y, const Fr& w, bool dif, bool inverse) {
     if (dif) {
-        Fr d = fe_sub<FrTag>(x, y);
+        Fr d = inverse ? fe_sub<FrTag>(y, x) : fe_sub<FrTag>(x, y);
         x = fe_add<FrTag>(x, y);
         y = fe_mul<FrTag>(d, w);
     } else {
         Fr t = fe_mul<FrTag>(y, w);
-        y = fe_sub<FrTag>(x, t);
-        x = fe_add<FrTag>(x, t);
+        Fr sum = fe_add<FrTag>(x, t), diff = fe_sub<FrTag>(x, t);
+        x = inverse ? diff : sum;
+        y = inverse ? sum : diff;
     }
 }
 
@@ -80,23 +84,45 @@ DEV void butterfly(Fr& x, Fr& y, const Fr& w, bool dif) {
 #define C2Q_NTT_BLOCKS 4
 #endif
 #endif
-extern "C" __global__ void __launch_bounds__(256, C2Q_NTT_BLOCKS) ntt_pass(u32* data, u32 s, u32 k,
-                                                             u32 lo_log, const u32* tw,
-                                                             u32 dif, u32 inverse) {
-    __shared__ Fr tile[NTT_TILE];
+//
+// C2Q_NTT_RADIX = 2 runs every step as radix-2 butterflies (two tile elements and one twiddle
+// live per thread instead of four and three), for comparison.
+#ifndef C2Q_NTT_RADIX
+#define C2Q_NTT_RADIX 4
+#endif
+#ifndef C2Q_NTT_HI_FIRST
+#define C2Q_NTT_HI_FIRST 1
+#endif
+
+// The pass itself. Inlined with constant `is_dif` and `inv` (below), each direction is its own
+// code: a forward transform carries no twiddle negation, and no path pays for the registers of
+// the others' branches.
+DEV void ntt_pass_body(Fr* tile, u32* data, u32 s, u32 k, u32 lo_log, const u32* tw, bool is_dif,
+                       bool inv) {
+    // Indices are 32-bit: domains are at most 2^28 elements (src/gpu/ntt.rs, MAX_LOG_N), and the
+    // twiddle table has fewer entries; byte offsets are formed in 64 bits by load_fr/store_fr.
     const u32 elems = 1u << (k + lo_log);
     const u32 lo_mask = (1u << lo_log) - 1;
-    const u64 lo_groups = ((u64)1 << s) >> lo_log;
-    const u64 blk = blockIdx.x;
-    const u64 hi = blk / lo_groups;
-    const u64 lo_base = (blk % lo_groups) << lo_log;
-    const bool inv = inverse != 0;
-    const bool is_dif = dif != 0;
+    const u32 lo_groups_log = s - lo_log;
+    const u32 blk = blockIdx.x;
+#if C2Q_NTT_HI_FIRST
+    // Blocks that differ only in their high index bits use the same twiddles: numbered next
+    // to one another, they run together, and all but the first find the twiddles in L2 (from
+    // stage 20 on a stage's table outgrows L2, and each block's twiddles are a third of the
+    // bytes it moves).
+    // The grid has 2^(L − k − lo_log) blocks, 2^(s − lo_log) of them per value of hi.
+    const u32 hi_log = __ffs(gridDim.x) - 1 - lo_groups_log;
+    const u32 hi = blk & ((1u << hi_log) - 1);
+    const u32 lo_base = (blk >> hi_log) << lo_log;
+#else
+    const u32 hi = blk >> lo_groups_log;
+    const u32 lo_base = (blk & ((1u << lo_groups_log) - 1)) << lo_log;
+#endif
 
     // Loads in rounds of four per thread, all issued before any is stored to the tile: one
     // memory latency per round rather than one per element.
     auto tile_index = [&](u32 f) {
-        return lo_base + (f & lo_mask) + ((u64)(f >> lo_log) << s) + (hi << (s + k));
+        return lo_base + (f & lo_mask) + ((f >> lo_log) << s) + (hi << (s + k));
     };
     for (u32 f = threadIdx.x; f < elems; f += 4 * blockDim.x) {
         Fr v[4];
@@ -117,7 +143,7 @@ extern "C" __global__ void __launch_bounds__(256, C2Q_NTT_BLOCKS) ntt_pass(u32* 
     // step, `two` whether the step covers stages u and u + 1.
     u32 done = 0;
     while (done < k) {
-        const bool two = k - done >= 2;
+        const bool two = C2Q_NTT_RADIX == 4 && k - done >= 2;
         const u32 u = is_dif ? k - done - (two ? 2 : 1) : done;
         const u32 low = (1u << u) - 1;
         if (two) {
@@ -130,40 +156,41 @@ extern "C" __global__ void __launch_bounds__(256, C2Q_NTT_BLOCKS) ntt_pass(u32* 
                 const u32 f0 = (j0 << lo_log) | lo_off;
                 // Their index modulo 2^(s+u): the exponent for stage u, and for the pair
                 // (e0, e2) of stage u + 1; the pair (e1, e3) is 2^(s+u) further.
-                const u64 e = lo_base + lo_off + ((u64)(j0 & low) << s);
+                const u32 e = lo_base + lo_off + ((j0 & low) << s);
                 Fr x0 = tile[f0], x1 = tile[f0 + h], x2 = tile[f0 + 2 * h], x3 = tile[f0 + 3 * h];
-                // All three loaded ahead of the branch (at stages 0 and 1, w_lo and w_hi0 are
-                // valid entries, just unused).
-                const Fr w_hi1 = twiddle(tw, e + ((u64)1 << (s + u)), s + u + 1, inv);
-                const Fr w_lo = twiddle(tw, e, s + u, inv);
-                const Fr w_hi0 = twiddle(tw, e, s + u + 1, inv);
+                // Each twiddle is loaded where its butterflies begin, so that no more than two
+                // are live beside the four elements (loading all three ahead spilled more
+                // registers and ran 1 % slower).
+                const Fr w_hi1 = twiddle(tw, e + (1u << (s + u)), s + u + 1, inv);
                 if (s + u == 0) {
                     // Stages 0 and 1 of the whole transform: e = 0, so w_lo = w_0^0 and
                     // w_hi0 = w_1^0 are 1 and three of the four products can go (the same for
                     // the whole block: no divergence).
                     if (is_dif) {
                         butterfly_unit(x0, x2);
-                        butterfly(x1, x3, w_hi1, true);
+                        butterfly(x1, x3, w_hi1, true, inv);
                         butterfly_unit(x0, x1);
                         butterfly_unit(x2, x3);
                     } else {
                         butterfly_unit(x0, x1);
                         butterfly_unit(x2, x3);
                         butterfly_unit(x0, x2);
-                        butterfly(x1, x3, w_hi1, false);
+                        butterfly(x1, x3, w_hi1, false, inv);
                     }
+                } else if (is_dif) {
+                    const Fr w_hi0 = twiddle(tw, e, s + u + 1, inv);
+                    butterfly(x0, x2, w_hi0, true, inv);
+                    butterfly(x1, x3, w_hi1, true, inv);
+                    const Fr w_lo = twiddle(tw, e, s + u, inv);
+                    butterfly(x0, x1, w_lo, true, inv);
+                    butterfly(x2, x3, w_lo, true, inv);
                 } else {
-                    if (is_dif) {
-                        butterfly(x0, x2, w_hi0, true);
-                        butterfly(x1, x3, w_hi1, true);
-                        butterfly(x0, x1, w_lo, true);
-                        butterfly(x2, x3, w_lo, true);
-                    } else {
-                        butterfly(x0, x1, w_lo, false);
-                        butterfly(x2, x3, w_lo, false);
-                        butterfly(x0, x2, w_hi0, false);
-                        butterfly(x1, x3, w_hi1, false);
-                    }
+                    const Fr w_lo = twiddle(tw, e, s + u, inv);
+                    butterfly(x0, x1, w_lo, false, inv);
+                    butterfly(x2, x3, w_lo, false, inv);
+                    const Fr w_hi0 = twiddle(tw, e, s + u + 1, inv);
+                    butterfly(x0, x2, w_hi0, false, inv);
+                    butterfly(x1, x3, w_hi1, false, inv);
                 }
                 tile[f0] = x0;
                 tile[f0 + h] = x1;
@@ -177,9 +204,9 @@ extern "C" __global__ void __launch_bounds__(256, C2Q_NTT_BLOCKS) ntt_pass(u32* 
                 const u32 j0 = ((p >> u) << (u + 1)) | (p & low);
                 const u32 f0 = (j0 << lo_log) | lo_off;
                 const u32 f1 = f0 + (1u << (u + lo_log));
-                const u64 e = lo_base + lo_off + ((u64)(j0 & low) << s);
+                const u32 e = lo_base + lo_off + ((j0 & low) << s);
                 Fr x = tile[f0], y = tile[f1];
-                butterfly(x, y, twiddle(tw, e, s + u, inv), is_dif);
+                butterfly(x, y, twiddle(tw, e, s + u, inv), is_dif, inv);
                 tile[f0] = x;
                 tile[f1] = y;
             }
@@ -189,6 +216,29 @@ extern "C" __global__ void __launch_bounds__(256, C2Q_NTT_BLOCKS) ntt_pass(u32* 
     }
 
     for (u32 f = threadIdx.x; f < elems; f += blockDim.x) store_fr(data, tile_index(f), tile[f]);
+}
+
+// C2Q_NTT_SPECIALIZE = 0 keeps one body for all four directions, the flags read at run time,
+// for comparison.
+#ifndef C2Q_NTT_SPECIALIZE
+#define C2Q_NTT_SPECIALIZE 1
+#endif
+extern "C" __global__ void __launch_bounds__(256, C2Q_NTT_BLOCKS) ntt_pass(u32* data, u32 s, u32 k,
+                                                             u32 lo_log, const u32* tw,
+                                                             u32 dif, u32 inverse) {
+    __shared__ Fr tile[NTT_TILE];
+#if C2Q_NTT_SPECIALIZE
+    // The flags are the same for the whole grid: no divergence.
+    if (dif) {
+        if (inverse) ntt_pass_body(tile, data, s, k, lo_log, tw, true, true);
+        else ntt_pass_body(tile, data, s, k, lo_log, tw, true, false);
+    } else {
+        if (inverse) ntt_pass_body(tile, data, s, k, lo_log, tw, false, true);
+        else ntt_pass_body(tile, data, s, k, lo_log, tw, false, false);
+    }
+#else
+    ntt_pass_body(tile, data, s, k, lo_log, tw, dif != 0, inverse != 0);
+#endif
 }
 
 // Bit-reversal permutation of 2^L elements, L ≥ 8, in place and coalesced. With the index

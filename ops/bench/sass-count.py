@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Counts the SASS instructions of kernels/msm.cu per function, without a GPU.
+"""Counts the SASS instructions of kernels/msm.cu (or another kernel file) per function, without a GPU.
 
 Compiles msm.cu with NVRTC to a CUBIN for sm_90 (the H200's architecture), with the options
 and shared constants of .ci/check-kernels (read from that file, so they cannot drift) plus any
@@ -10,10 +10,11 @@ loop body counts once, and a kernel's count leaves out the functions it calls (l
 how many call sites each has).
 
     python3 ops/bench/sass-count.py [-DC2Q_SQR=1 ...] [--all] [--cubin FILE]
+    python3 ops/bench/sass-count.py --source ntt.cu [-DC2Q_NTT_BLOCKS=3 ...] [--sass FILE]
 
 NVRTC and nvdisasm come from PyPI wheels (nvidia-cuda-nvrtc, nvidia-cuda-nvdisasm), installed
 once under /var/tmp as .ci/check-kernels does. --all lists every function; --cubin keeps the
-CUBIN.
+CUBIN, --sass the disassembly; --source counts another file of kernels/ (all its functions).
 """
 import argparse
 import collections
@@ -71,7 +72,7 @@ def nvdisasm_path():
     return tool
 
 
-def compile_cubin(ck, defines):
+def compile_cubin(ck, defines, source):
     lib = ck.install()
     for builtins in glob.glob(os.path.join(os.path.dirname(lib), "libnvrtc-builtins.so*")):
         ctypes.CDLL(builtins, mode=ctypes.RTLD_GLOBAL)
@@ -81,9 +82,9 @@ def compile_cubin(ck, defines):
     names = list(headers)
     hdr_src = (ctypes.c_char_p * len(names))(*[headers[n] for n in names])
     hdr_names = (ctypes.c_char_p * len(names))(*[n.encode() for n in names])
-    path = os.path.join(kdir, "msm.cu")
+    path = os.path.join(kdir, source)
     prog = ctypes.c_void_p()
-    rc = nvrtc.nvrtcCreateProgram(ctypes.byref(prog), open(path, "rb").read(), b"msm.cu",
+    rc = nvrtc.nvrtcCreateProgram(ctypes.byref(prog), open(path, "rb").read(), source.encode(),
                                   len(names), hdr_src, hdr_names)
     if rc != 0:
         sys.exit(f"sass-count: nvrtcCreateProgram failed ({rc})")
@@ -99,7 +100,7 @@ def compile_cubin(ck, defines):
     log = ctypes.create_string_buffer(size.value)
     nvrtc.nvrtcGetProgramLog(prog, log)
     if rc != 0:
-        sys.exit(f"sass-count: msm.cu does not compile:\n{log.value.decode(errors='replace')}")
+        sys.exit(f"sass-count: {source} does not compile:\n{log.value.decode(errors='replace')}")
     nvrtc.nvrtcGetCUBINSize(prog, ctypes.byref(size))
     cubin = ctypes.create_string_buffer(size.value)
     nvrtc.nvrtcGetCUBIN(prog, cubin)
@@ -209,9 +210,13 @@ def kernel_resources(ptxas_log):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                     usage="%(prog)s [-DNAME=VALUE ...] [--all] [--cubin FILE]")
+                                     usage="%(prog)s [-DNAME=VALUE ...] [--all] [--source FILE] [--cubin FILE] [--sass FILE]")
     parser.add_argument("--all", action="store_true", help="every function, not only the MSM's")
     parser.add_argument("--cubin", help="write the CUBIN here")
+    parser.add_argument("--source", default="msm.cu",
+                        help="the kernel file under kernels/ (ntt.cu: the transform's kernels, "
+                             "which then are all shown)")
+    parser.add_argument("--sass", help="write the disassembly here")
     # The defines look like options to argparse: whatever it does not know must be one.
     args, defines = parser.parse_known_args()
     for d in defines:
@@ -219,18 +224,23 @@ def main():
             sys.exit(f"sass-count: {d!r} is neither an option nor a -DNAME=VALUE define")
     ck = load_check_kernels()
     tool = nvdisasm_path()
-    cubin, seconds, opts, ptxas_log = compile_cubin(ck, defines)
+    cubin, seconds, opts, ptxas_log = compile_cubin(ck, defines, args.source)
+    if args.source != "msm.cu":
+        args.all = True
     with tempfile.TemporaryDirectory() as tmp:
-        path = args.cubin or os.path.join(tmp, "msm.cubin")
+        path = args.cubin or os.path.join(tmp, "kernels.cubin")
         with open(path, "wb") as f:
             f.write(cubin)
         sass = subprocess.run([tool, "-c", "-ndf", path], capture_output=True, text=True,
                               check=True).stdout
         version = subprocess.run([tool, "--version"], capture_output=True, text=True).stdout
+    if args.sass:
+        with open(args.sass, "w") as f:
+            f.write(sass)
     functions, calls = count(sass)
     names = demangle(sorted({n for key in functions for n in key if n}))
     short = {n: names[n].split("(")[0] for n in names}
-    print(f"msm.cu for {ARCH}: {' '.join(opts[1:])}")
+    print(f"{args.source} for {ARCH}: {' '.join(opts[1:])}")
     print(f"{ck.WHEEL}: compiled in {seconds:.1f} s; nvdisasm {version.strip().splitlines()[-1]}")
     print()
     print("| function | regs | spill | " + " | ".join(COLUMNS) + " | calls |")

@@ -69,9 +69,16 @@ fn passes(log_n: u32, run_log: u32) -> Vec<(u32, u32, u32)> {
 }
 
 /// Entries of the stage-major twiddle table for transforms up to 2^log elements (see
-/// kernels/ntt.cu): stage t < log holds 2^t of them.
+/// kernels/ntt.cu): stage t < log holds `stage_len(t)` of them, so stage t starts at
+/// `table_len(t)`.
 fn table_len(log: u32) -> u64 {
-    (1u64 << log) - 1
+    (1u64 << log) - 1 + u64::from(log)
+}
+
+/// Entries of stage t: w_t^e for e ≤ 2^t. The forward transform reads e < 2^t, the inverse
+/// w_t^(2^t − e), e = 0 included (kernels/ntt.cu).
+fn stage_len(t: u32) -> u64 {
+    (1u64 << t) + 1
 }
 
 /// Device bytes of the twiddle table for transforms up to 2^log_n elements.
@@ -108,8 +115,8 @@ impl TwiddleSeeds {
         let mut all = Vec::new();
         let mut at = Vec::with_capacity(log as usize);
         for t in 0..log {
-            // Stage t: w_t^e for e < 2^t, w_t = omega(t + 1).
-            let (hi, lo) = power_tables(omega(t + 1), Fr::ONE, 1u64 << t);
+            // Stage t: w_t^e for e ≤ 2^t, w_t = omega(t + 1).
+            let (hi, lo) = power_tables(omega(t + 1), Fr::ONE, stage_len(t));
             at.push((all.len(), all.len() + hi.len()));
             all.extend(hi);
             all.extend(lo);
@@ -179,8 +186,8 @@ impl Ntt {
             .ok_or_else(|| anyhow::anyhow!("no twiddle seeds after making them"))?;
         let table = gpu.alloc::<u32>(table_len(log) as usize * FR_LIMBS)?;
         for (t, &(hi, lo)) in seeds.at.iter().enumerate().take(log as usize) {
-            // Stage t: w_t^e for e < 2^t at offset 2^t − 1.
-            let count = 1u64 << t;
+            // Stage t: w_t^e for e ≤ 2^t at offset table_len(t).
+            let count = stage_len(t as u32);
             let out = table.at(table_len(t as u32) as usize * FR_LIMBS);
             kernels::GEN_POWERS.launch(
                 gpu,
@@ -285,6 +292,18 @@ impl Ntt {
     pub fn forward(&mut self, gpu: &Gpu, data: &DevBuf<u32>, log_n: u32) -> Result<()> {
         self.transform(gpu, data, log_n, true, false)?;
         self.bit_reverse(gpu, data, log_n)?;
+        gpu.sync()
+    }
+
+    /// Coefficients → evaluations on the domain, left in bit-reversed order (the butterflies
+    /// alone: what `c2q bench gpu` compares with sppark's bit-reversed-out transform).
+    pub fn forward_bit_reversed(
+        &mut self,
+        gpu: &Gpu,
+        data: &DevBuf<u32>,
+        log_n: u32,
+    ) -> Result<()> {
+        self.transform(gpu, data, log_n, true, false)?;
         gpu.sync()
     }
 
