@@ -95,8 +95,7 @@ DEV void butterfly(Fr& x, Fr& y, const Fr& w, bool dif, bool inverse) {
 #endif
 
 // The pass itself. Inlined with constant `is_dif` and `inv` (below), each direction is its own
-// code: a forward transform carries no twiddle negation, and no path pays for the registers of
-// the others' branches.
+// code, without branches or selects on the direction inside its butterflies.
 DEV void ntt_pass_body(Fr* tile, u32* data, u32 s, u32 k, u32 lo_log, const u32* tw, bool is_dif,
                        bool inv) {
     // Indices are 32-bit: domains are at most 2^28 elements (src/gpu/ntt.rs, MAX_LOG_N), and the
