@@ -25,7 +25,9 @@ def median(values):
 
 def report(path):
     text = re.sub(r"\x1b\[[0-9;]*m", "", open(path, encoding="utf-8").read())
-    runs = re.split(r"run \d+ of \d+: device memory", text)[1:]
+    # A run over several device memory caps names each; a single uncapped run names none, and
+    # the whole log is that run.
+    runs = re.split(r"run \d+ of \d+: device memory", text)[1:] or ["(one run)\n" + text]
     for run in runs:
         cap = run.split("\n", 1)[0].strip()
         starts = []
