@@ -177,14 +177,15 @@ int main() {
         ref_ntt(back, winv, log_n);
         for (const Plan& p : plans) {
             if (log_n > max_log_all_plans && !(p.run == 3 && p.tiled)) continue;
-            const char* what[3] = {"DIF forward", "DIF inverse", "DIT forward"};
-            for (int c = 0; c < 3; c++) {
+            const char* what[4] = {"DIF forward", "DIF inverse", "DIT forward", "DIT inverse"};
+            for (int c = 0; c < 4; c++) {
+                const bool dit = c >= 2, inverse = c % 2 == 1;
                 std::vector<Fr> in = x;
-                if (c == 2) bitrev_host(in, log_n);
+                if (dit) bitrev_host(in, log_n);
                 std::vector<u32> d = to_limbs(in);
-                transform(d, tw, log_n, c != 2, c == 1, p);
-                if (c != 2) bit_reverse(d, log_n, p.tiled);
-                const std::vector<Fr>& want = c == 1 ? back : fwd;
+                transform(d, tw, log_n, !dit, inverse, p);
+                if (!dit) bit_reverse(d, log_n, p.tiled);
+                const std::vector<Fr>& want = inverse ? back : fwd;
                 checks++;
                 if (!same(from_limbs(d), want)) {
                     printf("FAIL %s 2^%u run %u tiled %d\n", what[c], log_n, p.run, p.tiled);
