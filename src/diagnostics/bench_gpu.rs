@@ -181,7 +181,8 @@ fn ntt_timings(gpu: &Gpu, min_log: u32, max_log: u32, reps: usize) -> Result<Vec
         // The butterflies alone, as sppark's bit-reversed-out figure counts them.
         let r = time_events(gpu, reps, || ntt.forward_bit_reversed(gpu, &buf, log_n))?;
         rows.push(row("ntt forward, bit-reversed out", log_n, r));
-        // H's transforms are mostly inverse ones (src/gpu/ntt.rs): their twiddles are negated.
+        // Most of H's transforms are inverse ones (src/gpu/ntt.rs); timed here with the bit
+        // reversal and the 1/n scaling.
         let r = time_events(gpu, reps, || ntt.inverse(gpu, &buf, log_n))?;
         rows.push(row("ntt inverse", log_n, r));
     }
