@@ -736,7 +736,6 @@ fn start_streamed(
     evals: Evaluations,
     witness: &Witness,
 ) -> Result<(Multiexps, StreamedPhases)> {
-    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
     let total = Instant::now();
     let mut phases = StreamedPhases::default();
     let domain = evals.constraints().max(1).next_power_of_two();
@@ -903,7 +902,6 @@ fn h_coefficients_two_at_a_time(
     domain: usize,
     phases: &mut StreamedPhases,
 ) -> Result<DevBuf<u32>> {
-    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
     let log_n = domain.trailing_zeros();
     phases.abc_page_locked = !evals.pins.is_empty();
     // Not taken apart: on an early return the whole drops, its page-locking before its values.
@@ -1352,6 +1350,11 @@ fn both_stream(sets: &PointSets) -> bool {
     msm_together() && sets.h.streamed_terms() > 0 && 2 * sets.l.streamed_terms() >= sets.l.len()
 }
 
+/// Milliseconds since `t`, as the start phases report them.
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
 /// Whether a start from host-made a, b, c, with H's coefficients on the device, can make room
 /// for L's scalars (`l_len` aux values) beside them, to sum H's and L's pieces in turns: only
 /// where H then goes in at most twice the pieces it would take alone (each piece costs its own
@@ -1408,7 +1411,6 @@ fn h_and_l_msms(
     scalars: HAndLScalars,
     streaming: &mut Streaming,
 ) -> Result<HAndL> {
-    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
     let h = streamed_g1(sets.h, scalars.h, scalars.h_len);
     let l = streamed_g1(sets.l, scalars.l, scalars.l_len);
     let t = Instant::now();
@@ -1566,7 +1568,6 @@ pub fn start_resident(
             bail!("{} scalars for the {} B points in G2", lens[2], b_g2.len());
         }
     }
-    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
     let mut phases = StartPhases::default();
     let total = Instant::now();
 
@@ -1641,7 +1642,6 @@ fn a_and_b_msms(
     b_query: impl FnOnce() -> Result<DevBuf<u32>>,
     phases: &mut StartPhases,
 ) -> Result<(G1Projective, super::msm::SharedSums)> {
-    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
     let t = Instant::now();
     let a = msm_points(
         gpu,
@@ -1680,7 +1680,6 @@ fn h_from_host(
     lens: [usize; 3],
     phases: &mut StartPhases,
 ) -> Result<(G1Projective, [DevBuf<u32>; 3])> {
-    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
     let domain = evals.constraints().max(1).next_power_of_two();
     let log_n = domain.trailing_zeros();
     // Not taken apart: on an early return the whole drops, its page-locking before its values.
@@ -1789,7 +1788,6 @@ fn h_on_device(
         witness,
         release_tables,
     } = transform;
-    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
     let domain = constraints.rows.max(1).next_power_of_two();
     let log_n = domain.trailing_zeros();
     let t = Instant::now();
