@@ -273,13 +273,14 @@ pub struct BenchRow {
 }
 
 fn sppark_ms(work: &str, log_n: u32) -> Option<f64> {
+    // sppark v0.1.15 on an H200, measured beside c2q on the same machine (2026-12-03).
+    // `ops/bench/sppark` times it on the GPU at hand, for figures from one session.
     match (work, log_n) {
-        ("msm full-width", 20) => Some(26.0),
-        ("msm full-width", 24) => Some(187.0),
-        ("msm full-width", 26) => Some(645.0),
-        ("msm full-width", 27) => Some(1183.0),
-        // sppark v0.1.15 on an H200: 44.4 ms natural in and out, 42.4 ms with the output left
-        // bit-reversed.
+        ("msm full-width", 20) => Some(20.9),
+        ("msm full-width", 24) => Some(156.0),
+        ("msm full-width", 26) => Some(555.8),
+        ("msm full-width", 27) => Some(1093.0),
+        // 44.4 ms natural in and out, 42.4 ms with the output left bit-reversed.
         ("ntt forward", 27) => Some(44.4),
         ("ntt forward, bit-reversed out", 27) => Some(42.4),
         _ => None,
