@@ -8,7 +8,12 @@
 //    (Replacing s > r/2 by r − s with −P first would leave 254 bits, but signed digits still
 //    need one bit for the top window's carry: 255 bits, 12 windows of 22 either way. 11 windows
 //    take c = 24: 8.4M buckets a window, 17.7 GB of them at 2^27, and more additions by the
-//    cost model of src/gpu/msm.rs's `window_bits`, 1.75G against 1.69G. Not done.)
+//    cost model of src/gpu/msm.rs's `window_bits`, 1.75G against 1.69G. Not done.
+//    Nor precomputed shifted copies 2^(6c)·P of the points, which would let window w + 6 share
+//    window w's buckets: the same additions into buckets, half the bucket work, 1.65G by the
+//    same model; the trace puts the bucket fix-up and reduction at ~77 ms of a 2^27 MSM's
+//    ~1.09 s, so at most ~40 ms, for 12.9 GB more of device memory: a 32 GiB start peaks at
+//    80.8 GB, so only a 141 GB GPU has that room.)
 // 3. per window, a counting sort on the GPU orders (point, sign) by bucket: histogram with
 //    atomics, exclusive scan of the counts, scatter.
 // 4. accumulate: the sorted list is cut into fixed chunks, one thread each, so a bucket with
