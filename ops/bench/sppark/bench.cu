@@ -55,6 +55,9 @@ const uint64_t G1_X[6] = {0xfb3af00adb22c6bb, 0x6c55e83ff97a1aef, 0xa14e3a3f171b
                           0xc3688c4f9774b905, 0x2695638c4fa9ac0f, 0x17f1d3a73197d794};
 const uint64_t G1_Y[6] = {0x0caa232946c5e7e1, 0xd03cc744a2888ae4, 0x00db18cb2c04b3ed,
                           0xfcf5e095d5d00af6, 0xa09e30ed741d8ae4, 0x08b3f481e3aaa0f1};
+// p − 2, the exponent of Fermat inversion in Fp.
+const uint64_t P_MINUS_2[6] = {0xb9feffffffffaaa9, 0x1eabfffeb153ffff, 0x6730d2a0f6b0f624,
+                               0x64774b84f38512bf, 0x4b1ba7b6434bacd7, 0x1a0111ea397fe69a};
 // r, the group order.
 const uint64_t R[4] = {0xffffffff00000001, 0x53bda402fffe5bfe, 0x3339d80809a1d805,
                        0x73eda753299d7d48};
@@ -77,7 +80,8 @@ __device__ uint64_t splitmix(uint64_t x) {
 // and add in Jacobian coordinates on sppark's field type (sppark's own point classes are
 // host-only), then one inversion. Starting from G at the top bit, the running multiple m is
 // never 0 nor G when added to, so the formulas need no special cases.
-__global__ void make_points(affine_t::mem_t* points, size_t n, Canonical6 gx, Canonical6 gy) {
+__global__ void make_points(affine_t::mem_t* points, size_t n, Canonical6 gx, Canonical6 gy,
+                            Canonical6 p_minus_2_arg) {
 #ifdef __CUDA_ARCH__  // the host pass sees sppark's host field types, which this does not use
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
@@ -88,6 +92,7 @@ __global__ void make_points(affine_t::mem_t* points, size_t n, Canonical6 gx, Ca
     }
     x2.to();
     y2.to();
+    const uint64_t* p_minus_2 = p_minus_2_arg.w;
     const uint64_t k = i + 1;
     fp_t X = x2, Y = y2, Z = fp_t::one();
     for (int bit = 62 - __clzll(k); bit >= 0; bit--) {
@@ -123,7 +128,16 @@ __global__ void make_points(affine_t::mem_t* points, size_t n, Canonical6 gx, Ca
             Z = Z3b;
         }
     }
-    fp_t zi = 1 / Z, zi2 = zi ^ 2;
+    // 1/Z by Fermat (Z^(p−2)), one thread alone: sppark's reciprocal pairs each lane with its
+    // neighbour through a warp shuffle, which wants the warp converged.
+    fp_t zi = fp_t::one();
+    for (int w = 5; w >= 0; w--) {
+        for (int b = 63; b >= 0; b--) {
+            zi = zi ^ 2;
+            if ((p_minus_2[w] >> b) & 1) zi *= Z;
+        }
+    }
+    fp_t zi2 = zi ^ 2;
     fp_t xa = X * zi2, ya = Y * zi2 * zi;
     uint32_t* dst = reinterpret_cast<uint32_t*>(&points[i]);
     for (int w = 0; w < 12; w++) {
@@ -221,6 +235,7 @@ P1 naive_sum(const std::vector<P1Affine>& pts, const std::vector<uint8_t>& sc) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    setvbuf(stdout, nullptr, _IOLBF, 0);  // each line as it comes, into a log file too
     std::vector<int> msm_logs = {20, 24, 26, 27}, ntt_logs = {27};
     int reps = 5;
     for (int i = 1; i < argc; i++) {
@@ -237,10 +252,11 @@ int main(int argc, char** argv) {
     check(cudaGetDeviceProperties(&prop, 0), "device properties");
     printf("sppark v0.1.15 on %s (sm_%d%d, %d SMs)\n", prop.name, prop.major, prop.minor,
            prop.multiProcessorCount);
-    Canonical6 gx, gy;
+    Canonical6 gx, gy, pm2;
     Canonical4 r;
     memcpy(gx.w, G1_X, sizeof gx.w);
     memcpy(gy.w, G1_Y, sizeof gy.w);
+    memcpy(pm2.w, P_MINUS_2, sizeof pm2.w);
     memcpy(r.w, R, sizeof r.w);
     std::vector<std::string> rows;
 
@@ -252,7 +268,8 @@ int main(int argc, char** argv) {
         check(cudaMalloc(&d_points, nmax * sizeof(affine_t::mem_t)), "points");
         check(cudaMalloc(&d_scalars, nmax * sizeof(scalar_t)), "scalars");
         double t0 = now_ms();
-        make_points<<<(nmax + 255) / 256, 256>>>(d_points, nmax, gx, gy);
+        printf("making 2^%d points and scalars ...\n", max_msm);
+        make_points<<<(nmax + 255) / 256, 256>>>(d_points, nmax, gx, gy, pm2);
         make_scalars<<<(nmax + 255) / 256, 256>>>(d_scalars, nmax, 2712, r);
         check(cudaDeviceSynchronize(), "making points and scalars");
         printf("made 2^%d points and scalars in %.1f s\n", max_msm, (now_ms() - t0) / 1e3);
@@ -287,6 +304,7 @@ int main(int argc, char** argv) {
 
         for (int lg : msm_logs) {
             const size_t n = (size_t)1 << lg;
+            printf("timing sppark's MSM of 2^%d ...\n", lg);
             msm_t<bucket_t, point_t, affine_t, scalar_t> msm{nullptr, n};
             std::vector<double> times;
             for (int rep = 0; rep <= reps; rep++) {
