@@ -211,6 +211,30 @@ double now_ms() {
         .count();
 }
 
+// Times `call`: one warm-up, then `reps` calls, each to its end on the host clock. Prints the
+// table row (work, size, median, minimum) and returns it.
+template <class Call>
+std::string timed_row(const char* work, int lg, int reps, Call call) {
+    std::vector<double> times;
+    for (int rep = 0; rep <= reps; rep++) {
+        double t = now_ms();
+        call();
+        if (rep > 0) times.push_back(now_ms() - t);
+    }
+    char line[160];
+    snprintf(line, sizeof line, "%-30s 2^%-3d %10.2f %10.2f", work, lg, median(times),
+             *std::min_element(times.begin(), times.end()));
+    printf("%s\n", line);
+    return line;
+}
+
+// sppark's MSM of the first n points and (canonical) scalars, both on the device.
+RustError sppark_msm(msm_t<bucket_t, point_t, affine_t, scalar_t>& msm, point_t& out,
+                     affine_t::mem_t* d_points, scalar_t* d_scalars, size_t n) {
+    return msm.invoke(out, dev_ptr_t<affine_t::mem_t>{d_points, n}, n,
+                      dev_ptr_t<scalar_t>{d_scalars, n}, false);
+}
+
 // Host copies of points and scalars as blst types, for the check.
 P1 to_blst(const point_t& p) {
     P1 out;
@@ -292,9 +316,7 @@ int main(int argc, char** argv) {
             }
             msm_t<bucket_t, point_t, affine_t, scalar_t> msm{nullptr, n};
             point_t out;
-            check(msm.invoke(out, dev_ptr_t<affine_t::mem_t>{d_points, n}, n,
-                             dev_ptr_t<scalar_t>{d_scalars, n}, false),
-                  "check MSM");
+            check(sppark_msm(msm, out, d_points, d_scalars, n), "check MSM");
             P1 got = to_blst(out), want = naive_sum(pts, sc);
             bool ok = blst_p1_is_equal(&got, &want);
             printf("check: sppark MSM of 64 terms %s blst's term-by-term sum\n",
@@ -306,20 +328,10 @@ int main(int argc, char** argv) {
             const size_t n = (size_t)1 << lg;
             printf("timing sppark's MSM of 2^%d ...\n", lg);
             msm_t<bucket_t, point_t, affine_t, scalar_t> msm{nullptr, n};
-            std::vector<double> times;
-            for (int rep = 0; rep <= reps; rep++) {
+            rows.push_back(timed_row("sppark msm full-width", lg, reps, [&] {
                 point_t out;
-                double t = now_ms();
-                check(msm.invoke(out, dev_ptr_t<affine_t::mem_t>{d_points, n}, n,
-                                 dev_ptr_t<scalar_t>{d_scalars, n}, false),
-                      "MSM");
-                if (rep > 0) times.push_back(now_ms() - t);
-            }
-            char line[160];
-            snprintf(line, sizeof line, "%-30s 2^%-3d %10.2f %10.2f", "sppark msm full-width", lg,
-                     median(times), *std::min_element(times.begin(), times.end()));
-            printf("%s\n", line);
-            rows.push_back(line);
+                check(sppark_msm(msm, out, d_points, d_scalars, n), "MSM");
+            }));
         }
         check(cudaFree(d_points), "free points");
         check(cudaFree(d_scalars), "free scalars");
@@ -341,20 +353,12 @@ int main(int argc, char** argv) {
             {"sppark ntt inverse", NTT::InputOutputOrder::NN, NTT::Direction::inverse},
         };
         for (const Case& c : cases) {
-            std::vector<double> times;
-            stream_t& s = gpu[0];
-            for (int rep = 0; rep <= reps; rep++) {
-                double t = now_ms();
-                NTT::Base_dev_ptr(s, d_data, lg, c.order, c.direction, NTT::Type::standard);
-                s.sync();
-                if (rep > 0) times.push_back(now_ms() - t);
-            }
+            stream_t& stream = gpu[0];
+            rows.push_back(timed_row(c.name, lg, reps, [&] {
+                NTT::Base_dev_ptr(stream, d_data, lg, c.order, c.direction, NTT::Type::standard);
+                stream.sync();
+            }));
             check(cudaGetLastError(), c.name);
-            char line[160];
-            snprintf(line, sizeof line, "%-30s 2^%-3d %10.2f %10.2f", c.name, lg, median(times),
-                     *std::min_element(times.begin(), times.end()));
-            printf("%s\n", line);
-            rows.push_back(line);
         }
         check(cudaFree(d_data), "free ntt data");
     }
