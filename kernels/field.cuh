@@ -54,6 +54,8 @@ CONST_MEM u32 FP_PM2[12] = {0xffffaaa9, 0xb9feffff, 0xb153ffff, 0x1eabfffe,
 struct FrTag {
     static const int N = 8;
     static const u32 INV = 0xffffffffu;  // -r^-1 mod 2^32
+    // Words 0 and 1 of r are 1 and 2^32 − 1 (see redc_word).
+    static const bool FRIENDLY_LOW_WORDS = true;
     DEV static constexpr u32 mod(int i) {
         constexpr u32 m[8] = {C2Q_FR_MOD};
         return m[i];
@@ -66,6 +68,7 @@ struct FrTag {
 struct FpTag {
     static const int N = 12;
     static const u32 INV = 0xfffcfffdu;  // -p^-1 mod 2^32
+    static const bool FRIENDLY_LOW_WORDS = false;
     DEV static constexpr u32 mod(int i) {
         constexpr u32 m[12] = {C2Q_FP_MOD};
         return m[i];
@@ -381,18 +384,13 @@ DEV Fe<T> fe_mul_ptx(const Fe<T>& a, const Fe<T>& b) {
     return fe_mul_end<T, REDUCE>(t);
 }
 
-// t (N + 1 words) += x·y (x given by word, y one word), with 64-bit products: the products of
-// the even words of x fill words 0 .. N − 1 of one N-word number without overlapping, those of
-// the odd words words 1 .. N of another; both are then added to t with carry chains. No chain
-// carries out of t[N] (the callers' bound, as in fe_mul_ptx).
-template <class T, class X>
-DEV void mul_word_add(u32 (&t)[T::N + 1], X x, u32 y) {
+// t (N + 1 words) += ev + od·2^32, the word products of mul_word_add: ev holds the products of
+// the even words of x (words 0 .. N − 1, not overlapping), od those of the odd words (words
+// 1 .. N). One carry chain each. No chain carries out of t[N] (the callers' bound, as in
+// fe_mul_ptx).
+template <class T>
+DEV void add_word_products(u32 (&t)[T::N + 1], const u32 (&ev)[T::N], const u32 (&od)[T::N]) {
     const int N = T::N;
-    u32 ev[N], od[N];
-#pragma unroll
-    for (int j = 0; j < N; j += 2) PTX_MULWIDE(ev[j], ev[j + 1], x(j), y);
-#pragma unroll
-    for (int j = 1; j < N; j += 2) PTX_MULWIDE(od[j - 1], od[j], x(j), y);
     PTX_ADD_CC(t[0], t[0], ev[0]);
 #pragma unroll
     for (int j = 1; j < N; j++) PTX_ADDC_CC(t[j], t[j], ev[j]);
@@ -401,6 +399,62 @@ DEV void mul_word_add(u32 (&t)[T::N + 1], X x, u32 y) {
 #pragma unroll
     for (int j = 2; j < N; j++) PTX_ADDC_CC(t[j], t[j], od[j - 1]);
     PTX_ADDC(t[N], t[N], od[N - 1]);
+}
+
+// t (N + 1 words) += x·y (x given by word, y one word), with 64-bit products: the products of
+// the even words of x fill words 0 .. N − 1 of one N-word number without overlapping, those of
+// the odd words words 1 .. N of another; both are then added to t with carry chains.
+template <class T, class X>
+DEV void mul_word_add(u32 (&t)[T::N + 1], X x, u32 y) {
+    const int N = T::N;
+    u32 ev[N], od[N];
+#pragma unroll
+    for (int j = 0; j < N; j += 2) PTX_MULWIDE(ev[j], ev[j + 1], x(j), y);
+#pragma unroll
+    for (int j = 1; j < N; j += 2) PTX_MULWIDE(od[j - 1], od[j], x(j), y);
+    add_word_products<T>(t, ev, od);
+}
+
+// With C2Q_FR_REDC=1 (the default) Fr's word reductions take its first two words for what
+// they are; 0 multiplies them like the others, for comparison.
+#ifndef C2Q_FR_REDC
+#define C2Q_FR_REDC 1
+#endif
+
+// One word of a Montgomery reduction: t (N + 1 words) + q·m for the q that makes word 0 zero
+// (q = t[0]·(−m^-1) mod 2^32), then divided by 2^32, t[N] left zero.
+//
+// For Fr the first two words need no multiply. r ≡ 1 mod 2^32, so −r^-1 ≡ −1 and q = −t[0];
+// r's word 0 is 1, so q·1 is (q, 0) (ptxas finds that one itself); its word 1 is 2^32 − 1, and
+// q·(2^32 − 1) = (q − 1)·2^32 + (2^32 − q) for q ≠ 0: low word t[0], high word q − 1 (both 0
+// when q = 0). The subtraction 0 − t[0] that makes q borrows exactly when q ≠ 0, so one more
+// subtraction with that borrow gives the high word. That takes one of the 8 64-bit multiplies
+// of each word reduction, 8 of an Fr product's 120, off the multiply pipe.
+template <class T>
+DEV void redc_word(u32 (&t)[T::N + 1]) {
+    const int N = T::N;
+    if constexpr (C2Q_FR_REDC && T::FRIENDLY_LOW_WORDS) {
+        static_assert(T::mod(0) == 1 && T::mod(1) == 0xffffffffu, "words 0 and 1 of r");
+        u32 ev[N], od[N];
+        u32 q;
+        PTX_SUB_CC(q, 0u, t[0]);
+        PTX_SUBC(od[1], q, 0u);
+        od[0] = t[0];
+        ev[0] = q;
+        ev[1] = 0;
+#pragma unroll
+        for (int j = 2; j < N; j += 2) PTX_MULWIDE(ev[j], ev[j + 1], T::mod(j), q);
+#pragma unroll
+        for (int j = 3; j < N; j += 2) PTX_MULWIDE(od[j - 1], od[j], T::mod(j), q);
+        add_word_products<T>(t, ev, od);
+    } else {
+        const u32 q = t[0] * T::INV;
+        mul_word_add<T>(t, [](int j) { return T::mod(j); }, q);
+    }
+    // t[0] is now 0: divide by the word.
+#pragma unroll
+    for (int j = 0; j < N; j++) t[j] = t[j + 1];
+    t[N] = 0;
 }
 
 // t = x·y, the same way for a t that holds nothing yet: the even products are the low N words
@@ -432,12 +486,7 @@ DEV Fe<T> fe_mul_wide(const Fe<T>& a, const Fe<T>& b) {
     for (int i = 0; i < N; i++) {
         if (i == 0) mul_word_set<T>(t, [&](int j) { return a.v[j]; }, b.v[0]);
         else mul_word_add<T>(t, [&](int j) { return a.v[j]; }, b.v[i]);
-        const u32 m = t[0] * T::INV;
-        mul_word_add<T>(t, [](int j) { return T::mod(j); }, m);
-        // t[0] is now 0: divide by the word.
-#pragma unroll
-        for (int j = 0; j < N; j++) t[j] = t[j + 1];
-        t[N] = 0;
+        redc_word<T>(t);
     }
     return fe_mul_end<T, REDUCE>(t);
 }
@@ -562,13 +611,7 @@ DEV Fe<T> fe_redc_wide(const u32 (&p)[2 * T::N]) {
     for (int k = 0; k < N; k++) t[k] = p[k];
     t[N] = 0;
 #pragma unroll
-    for (int i = 0; i < N; i++) {
-        const u32 q = t[0] * T::INV;
-        mul_word_add<T>(t, [](int j) { return T::mod(j); }, q);
-#pragma unroll
-        for (int j = 0; j < N; j++) t[j] = t[j + 1];
-        t[N] = 0;
-    }
+    for (int i = 0; i < N; i++) redc_word<T>(t);
     // Plus the high half: below 2m < 2^(32N), so no carry out of word N − 1.
     PTX_ADD_CC(t[0], t[0], p[N]);
 #pragma unroll
