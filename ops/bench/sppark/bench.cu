@@ -228,10 +228,15 @@ std::string timed_row(const char* work, int lg, int reps, Call call) {
     return line;
 }
 
-// sppark's MSM of the first n points and (canonical) scalars, both on the device.
+// sppark's MSM of the first n points and (canonical) scalars, both on the device. The points
+// are passed as affine_t, not as their memory type affine_t::mem_t (the same bytes): msm_t's
+// invoke for device pointers hands the pointers on with the host pointers set to null, and a
+// null of any type other than `const affine_t*` matches that same template again, which then
+// calls itself for ever.
+static_assert(sizeof(affine_t) == sizeof(affine_t::mem_t), "affine layout");
 RustError sppark_msm(msm_t<bucket_t, point_t, affine_t, scalar_t>& msm, point_t& out,
                      affine_t::mem_t* d_points, scalar_t* d_scalars, size_t n) {
-    return msm.invoke(out, dev_ptr_t<affine_t::mem_t>{d_points, n}, n,
+    return msm.invoke(out, dev_ptr_t<affine_t>{reinterpret_cast<affine_t*>(d_points), n}, n,
                       dev_ptr_t<scalar_t>{d_scalars, n}, false);
 }
 
