@@ -476,8 +476,10 @@ DEV void mul_word_set(u32 (&t)[T::N + 1], X x, u32 y) {
 // The CIOS product of fe_mul_ptx with 64-bit products (IMAD.WIDE) instead of separate low and
 // high multiply-adds: half the multiply instructions, a few more additions. On an H200 the
 // high-half multiply-add (IMAD.HI) issues at half rate and kept the multiplier pipe the busiest
-// (86 %); this form runs the G1 MSM 8 % and the NTT 4 % faster, so it is the default
-// (C2Q_MUL_WIDE=0 selects fe_mul_ptx, for comparison). REDUCE as in fe_mul_ptx.
+// (86 %); this form ran the G1 MSM 8 % and the NTT 4 % faster, and was the default until
+// fe_mul_split (below) replaced it (C2Q_MUL_SPLIT=0 selects it; with C2Q_MUL_WIDE=0 too,
+// fe_mul_ptx). Its word reduction (redc_word) also serves the square and the lazy sums of
+// products (fe_redc_wide). REDUCE as in fe_mul_ptx.
 template <class T, bool REDUCE = true>
 DEV Fe<T> fe_mul_wide(const Fe<T>& a, const Fe<T>& b) {
     const int N = T::N;
@@ -489,6 +491,125 @@ DEV Fe<T> fe_mul_wide(const Fe<T>& a, const Fe<T>& b) {
         redc_word<T>(t);
     }
     return fe_mul_end<T, REDUCE>(t);
+}
+
+// The CIOS product with its running value split in two, so that each word of b makes two
+// independent carry chains instead of one long one (C2Q_MUL_SPLIT=1). The products a_j·b_i of
+// the even words j fill disjoint word pairs (j, j + 1), and so do those of the odd words: each
+// set is one chain of multiply-adds, low then high half, the carry running through both
+// (madc.lo, madc.hi). So t is kept as e + o·2^32: e holds the even-word products (e[k] at word
+// k), o the odd-word ones (o[k] at word k + 1). The same for q·m, where q is e[0]'s word
+// multiple (o has no word 0). After the row, t's word 0 is zero and t is divided by 2^32 by
+// renaming alone: o's words now start at word 0, so o is the next row's e; e's words start
+// at word −1, with e[0] = 0 there, so e[1] (now at word 0) is added into the next e[0], and the
+// rest, e[k] at word k − 1, is the next o two words down: the next row's odd chain reads it
+// two words up as it goes (split_row's `fold`), picking up that addition's carry at word 1.
+// The even chains' carries out of word N − 1 go into o's top word, word N; the odd chains'
+// stay below it, since o·2^32 ≤ t < 2^(32(N+1)) (the bound of fe_mul_ptx). The two chains are
+// merged once, at the end.
+//
+// The two chains of a row are independent, so each row's dependent path is about half that of
+// fe_mul_ptx, with the same multiplies (2N per row for a·b_i, 2N for q·m) and no separate
+// carry additions as in fe_mul_wide, which ptxas fuses into 64-bit multiply-adds with carry
+// (see C2Q_MUL_SPLIT below). sppark organises its product this way.
+// REDUCE as in fe_mul_ptx (the bounds are the same: t fits N + 1 words).
+
+// h (N words, h[k] at word k of its half) += x's words j = J0, J0 + 2, … times y: one chain of
+// multiply-adds, each pair (low, high) of x_j·y at words (j − J0, j − J0 + 1). Without CARRY_OUT
+// the chain ends in h's top word (the caller's bound keeps it there), else its carry is left
+// for the caller's next instruction.
+template <class T, int J0, bool CARRY_OUT, class X>
+DEV void split_chain(u32 (&h)[T::N], X x, u32 y) {
+    const int N = T::N;
+    PTX_MADLO_CC(h[0], x(J0), y, h[0]);
+    if (J0 + 2 >= N && !CARRY_OUT) {
+        PTX_MADCHI(h[1], x(J0), y, h[1]);
+        return;
+    }
+    PTX_MADCHI_CC(h[1], x(J0), y, h[1]);
+#pragma unroll
+    for (int j = J0 + 2; j < N; j += 2) {
+        PTX_MADCLO_CC(h[j - J0], x(j), y, h[j - J0]);
+        if (j + 2 >= N && !CARRY_OUT) PTX_MADCHI(h[j - J0 + 1], x(j), y, h[j - J0 + 1]);
+        else PTX_MADCHI_CC(h[j - J0 + 1], x(j), y, h[j - J0 + 1]);
+    }
+}
+
+// e += x_even·y and o += x_odd·y, on halves that hold something: the even chain's carry out of
+// word N − 1 goes into o's top word (word N), the odd chain stays within o.
+template <class T, class X>
+DEV void split_add(u32 (&e)[T::N], u32 (&o)[T::N], X x, u32 y) {
+    split_chain<T, 1, false>(o, x, y);
+    split_chain<T, 0, true>(e, x, y);
+    PTX_ADDC(o[T::N - 1], o[T::N - 1], 0u);
+}
+
+// One row: (e, o) += Σ_k x_k·y_k + q·m, then the renaming. In the first row, e and o hold
+// nothing; otherwise o holds the previous row's e (fold, as described above). K products summed
+// before the reduction serve the lazy a·b − c·d (fp_mul_sub_lazy).
+template <class T, bool FIRST, int K>
+DEV void split_row(u32 (&e)[T::N], u32 (&o)[T::N], const Fe<T> (&x)[K], const u32 (&y)[K]) {
+    const int N = T::N;
+    if constexpr (FIRST) {
+#pragma unroll
+        for (int j = 0; j < N; j += 2) PTX_MULWIDE(e[j], e[j + 1], x[0].v[j], y[0]);
+#pragma unroll
+        for (int j = 1; j < N; j += 2) PTX_MULWIDE(o[j - 1], o[j], x[0].v[j], y[0]);
+    } else {
+        // o arrives as the previous e, one word up: o[1] is at word 0, o[k] at word k − 1.
+        // Word 0 joins e; the odd chain takes the carry and moves o two words down as it adds.
+        const Fe<T>& a = x[0];
+        const u32 bi = y[0];
+        PTX_ADD_CC(e[0], e[0], o[1]);
+#pragma unroll
+        for (int j = 0; j < N - 2; j += 2) {
+            PTX_MADCLO_CC(o[j], a.v[j + 1], bi, o[j + 2]);
+            PTX_MADCHI_CC(o[j + 1], a.v[j + 1], bi, o[j + 3]);
+        }
+        PTX_MADCLO_CC(o[N - 2], a.v[N - 1], bi, 0u);
+        PTX_MADCHI(o[N - 1], a.v[N - 1], bi, 0u);
+        split_chain<T, 0, true>(e, [&](int j) { return a.v[j]; }, bi);
+        PTX_ADDC(o[N - 1], o[N - 1], 0u);
+    }
+#pragma unroll
+    for (int k = 1; k < K; k++) split_add<T>(e, o, [&](int j) { return x[k].v[j]; }, y[k]);
+    const u32 q = e[0] * T::INV;
+    split_add<T>(e, o, [](int j) { return T::mod(j); }, q);
+}
+
+// Σ_k x_k·y_k·R^-1 by split rows (K = 1: the product). After the last row the halves are
+// merged: the second holds the even half with word 0 zero (its word k at k − 1 once divided),
+// the first the odd half (word k at k): t = first + (second >> 32).
+template <class T, bool REDUCE, int K>
+DEV Fe<T> fe_mul_sum_split(const Fe<T> (&x)[K], const Fe<T> (&y)[K]) {
+    const int N = T::N;
+    static_assert(N % 2 == 0, "the rows alternate the two halves in pairs");
+    u32 h0[N], h1[N];
+#pragma unroll
+    for (int i = 0; i < N; i += 2) {
+        u32 yi[K], yi1[K];
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            yi[k] = y[k].v[i];
+            yi1[k] = y[k].v[i + 1];
+        }
+        if (i == 0) split_row<T, true, K>(h0, h1, x, yi);
+        else split_row<T, false, K>(h0, h1, x, yi);
+        split_row<T, false, K>(h1, h0, x, yi1);
+    }
+    u32 t[N + 1];
+    PTX_ADD_CC(t[0], h0[0], h1[1]);
+#pragma unroll
+    for (int k = 1; k < N - 1; k++) PTX_ADDC_CC(t[k], h0[k], h1[k + 1]);
+    PTX_ADDC(t[N - 1], h0[N - 1], 0u);
+    t[N] = 0;
+    return fe_mul_end<T, REDUCE>(t);
+}
+
+template <class T, bool REDUCE = true>
+DEV Fe<T> fe_mul_split(const Fe<T>& a, const Fe<T>& b) {
+    const Fe<T> x[1] = {a}, y[1] = {b};
+    return fe_mul_sum_split<T, REDUCE, 1>(x, y);
 }
 
 // Squaring with 64-bit products (IMAD.WIDE): each cross product a_i·a_j (i < j) is computed
@@ -632,9 +753,21 @@ DEV Fe<T> fe_sqr_wide(const Fe<T>& a) {
 #define C2Q_MUL_WIDE 1
 #endif
 
+// The product's form: C2Q_MUL_SPLIT=1 (the default) is fe_mul_split; 0 selects fe_mul_wide, or
+// with C2Q_MUL_WIDE=0 fe_mul_ptx, for comparison. On an H100 the split form took the 2^27 MSM
+// from 1120 to 852 ms and the 2^27 NTT from 52.3 to 42.2 ms (ops/bench/gpu-2026-12-06-ac.md):
+// ptxas turns each madc.lo/madc.hi pair into one 64-bit multiply-add with carry
+// (IMAD.WIDE.U32.X), so an Fp product is 347 instructions against the wide form's 878, whose
+// products are added to the running value by separate 32-bit carry additions.
+#ifndef C2Q_MUL_SPLIT
+#define C2Q_MUL_SPLIT 1
+#endif
+
 template <class T, bool REDUCE = true>
 DEV Fe<T> fe_mul_chains(const Fe<T>& a, const Fe<T>& b) {
-#if C2Q_MUL_WIDE
+#if C2Q_MUL_SPLIT
+    return fe_mul_split<T, REDUCE>(a, b);
+#elif C2Q_MUL_WIDE
     return fe_mul_wide<T, REDUCE>(a, b);
 #else
     return fe_mul_ptx<T, REDUCE>(a, b);
@@ -869,19 +1002,34 @@ DEV Fp fp_mul_lazy_inline(const Fp& a, const Fp& b) {
     return fe_mul_chains<FpTag, false>(a, b);
 }
 
+// With C2Q_MUL_SUB_SPLIT=1 (and the split product), a·b − c·d is summed by split rows instead:
+// both products go into the two halves before each word's reduction (fe_mul_sum_split, K = 2),
+// 36 fused multiply-adds per word against the wide rows' separate products and carry additions.
+// Off until timed on a GPU.
+#ifndef C2Q_MUL_SUB_SPLIT
+#define C2Q_MUL_SUB_SPLIT 0
+#endif
+
 // (a·b − c·d)·R^-1 for a, b, c, d < 2p, with one reduction: T = a·b + c·(2p − d) < 8p² < p·R
-// (0 < 2p − d ≤ 2p), below 2p.
+// (0 < 2p − d ≤ 2p), below 2p. Either way the result is (T + Q·p)/R for the one Q < R that
+// makes it whole, so both forms give the same value. In split rows the running value stays
+// below a + c + p ≤ 5p between words and below 5p·2^32 + 5p < 2^416 within one: 13 words.
 DEV Fp fp_mul_sub_lazy_inline(const Fp& a, const Fp& b, const Fp& c, const Fp& d) {
     Fp nd;
     PTX_SUB_CC(nd.v[0], fp_2p(0), d.v[0]);
 #pragma unroll
     for (int i = 1; i < 11; i++) PTX_SUBC_CC(nd.v[i], fp_2p(i), d.v[i]);
     PTX_SUBC(nd.v[11], fp_2p(11), d.v[11]);
+#if C2Q_MUL_SPLIT && C2Q_MUL_SUB_SPLIT
+    const Fp x[2] = {a, c}, y[2] = {b, nd};
+    return fe_mul_sum_split<FpTag, false, 2>(x, y);
+#else
     u32 ab[24], cd[24];
     fe_mul_raw<FpTag>(ab, a, b);
     fe_mul_raw<FpTag>(cd, c, nd);
     wide_add(ab, cd);
     return fe_redc_wide<FpTag, false>(ab);
+#endif
 }
 
 #if defined(__CUDACC__) && !C2Q_FP_INLINE
