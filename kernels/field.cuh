@@ -416,7 +416,8 @@ DEV void mul_word_add(u32 (&t)[T::N + 1], X x, u32 y) {
 }
 
 // With C2Q_FR_REDC=1 (the default) Fr's word reductions take its first two words for what
-// they are; 0 multiplies them like the others, for comparison.
+// they are; 0 multiplies them like the others, for comparison. The split product (the default
+// product, below) does without redc_word: this serves the wide form and the squares.
 #ifndef C2Q_FR_REDC
 #define C2Q_FR_REDC 1
 #endif
