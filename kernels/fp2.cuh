@@ -142,7 +142,22 @@ DEV constexpr u32 fp_4pp(int i) {
 // Both reductions end below 2p.
 //
 // In the order that keeps the fewest words live: c0 is reduced before the third product.
+//
+// With C2Q_MUL_SUB_SPLIT=1 (and the split product) each coordinate is instead one sum of two
+// products in split rows (fe_mul_sum_split, K = 2), four products' rows and two reductions
+// with their carries fused, against three wide products' separate carry additions:
+//   c0 = a0·b0 + a1·(2p − b1) = fp_mul_sub_lazy(a0, b0, a1, b1), below 8p² < p·R;
+//   c1 = a0·b1 + a1·b0, below 8p².
+// c1 is the same T as above, so the same value; c0's T differs from the Karatsuba one by a
+// multiple of p, so it is the same element, possibly the other representative below 2p.
 DEV Fp2 fp2_mul_lazy_inline(const Fp2& a, const Fp2& b) {
+#if C2Q_MUL_SPLIT && C2Q_MUL_SUB_SPLIT
+    const Fp x[2] = {a.c0, a.c1}, y[2] = {b.c1, b.c0};
+    Fp2 r;
+    r.c0 = fp_mul_sub_lazy_inline(a.c0, b.c0, a.c1, b.c1);
+    r.c1 = fe_mul_sum_split<FpTag, false, 2>(x, y);
+    return r;
+#else
     const Fp sa = fp_add_raw(a.c0, a.c1), sb = fp_add_raw(b.c0, b.c1);
     u32 t0[24], t1[24], s[24], t2[24];
     fe_mul_raw<FpTag>(t0, a.c0, b.c0);
@@ -160,6 +175,7 @@ DEV Fp2 fp2_mul_lazy_inline(const Fp2& a, const Fp2& b) {
     wide_sub(t2, s);
     r.c1 = fe_redc_wide<FpTag, false>(t2);
     return r;
+#endif
 }
 
 #if defined(__CUDACC__) && !C2Q_FP_INLINE

@@ -92,6 +92,9 @@ pub fn bench_gpu(args: &BenchGpuArgs) -> Result<()> {
     if !args.no_msm {
         rows.extend(msm_timings(gpu, min_log, max_log, args.reps, &mut rng)?);
     }
+    for r in &mut rows {
+        r.sppark_ms = sppark_ms(&gpu.info.name, &r.work, r.log_n);
+    }
     let mut partition = None;
     if !args.no_partition {
         partition = Some(match args.host_products {
@@ -164,7 +167,7 @@ fn row(work: &str, log_n: u32, (med, min): (f64, f64)) -> BenchRow {
         log_n,
         median_ms: med,
         min_ms: min,
-        sppark_ms: sppark_ms(work, log_n),
+        sppark_ms: None,
     }
 }
 
@@ -272,18 +275,35 @@ pub struct BenchRow {
     pub sppark_ms: Option<f64>,
 }
 
-fn sppark_ms(work: &str, log_n: u32) -> Option<f64> {
-    // sppark v0.1.15 on an H200, measured beside c2q on the same machine (2026-12-03).
-    // `ops/bench/sppark` times it on the GPU at hand, for figures from one session.
-    match (work, log_n) {
-        ("msm full-width", 20) => Some(20.9),
-        ("msm full-width", 24) => Some(156.0),
-        ("msm full-width", 26) => Some(555.8),
-        ("msm full-width", 27) => Some(1093.0),
-        // 44.4 ms natural in and out, 42.4 ms with the output left bit-reversed.
-        ("ntt forward", 27) => Some(44.4),
-        ("ntt forward, bit-reversed out", 27) => Some(42.4),
-        _ => None,
+/// sppark v0.1.15's figure for the same work on the same kind of card, where one was measured
+/// beside c2q in one session: on an H200 (2026-12-03) and an H100 80 GB (2026-12-06,
+/// `ops/bench/gpu-2026-12-06-ac.md`). Other cards get none: `ops/bench/sppark` times sppark on
+/// the GPU at hand.
+fn sppark_ms(device: &str, work: &str, log_n: u32) -> Option<f64> {
+    if device.contains("H200") {
+        match (work, log_n) {
+            ("msm full-width", 20) => Some(20.9),
+            ("msm full-width", 24) => Some(156.0),
+            ("msm full-width", 26) => Some(555.8),
+            ("msm full-width", 27) => Some(1093.0),
+            // 44.4 ms natural in and out, 42.4 ms with the output left bit-reversed.
+            ("ntt forward", 27) => Some(44.4),
+            ("ntt forward, bit-reversed out", 27) => Some(42.4),
+            _ => None,
+        }
+    } else if device.contains("H100") {
+        match (work, log_n) {
+            ("msm full-width", 20) => Some(20.69),
+            ("msm full-width", 24) => Some(156.89),
+            ("msm full-width", 26) => Some(558.55),
+            ("msm full-width", 27) => Some(1097.22),
+            ("ntt forward", 27) => Some(45.03),
+            ("ntt forward, bit-reversed out", 27) => Some(42.32),
+            ("ntt inverse", 27) => Some(47.61),
+            _ => None,
+        }
+    } else {
+        None
     }
 }
 
