@@ -195,7 +195,20 @@ impl Trace {
     }
 }
 
-/// Window size for m scalars: minimises windows × (additions into buckets + bucket work).
+/// Bucket work per bucket and window (the running sums, the fix, the sort's counters), in
+/// units of one addition into a bucket. Fitted to the 2^27 MSM on an H100 (record
+/// `gpu-2026-12-06-ad`): 22-bit windows took 809 ms and 20-bit ones 783, which a cost of 3
+/// (the reduction's additions alone) had ranked the other way round.
+const BUCKET_COST: u64 = 8;
+
+/// The most entries one bucket of the top window may expect. The top window holds what the
+/// others leave of the 256 bits (255 and a signed digit's carry); with few bits, its few
+/// buckets take all m entries, and the fix adds each bucket's chunks one after another: 18-bit
+/// windows at 2^27 (a top window of 4 bits) spent 152 ms in the fix against 15.
+const TOP_BUCKET_MAX: u64 = 1 << 20;
+
+/// Window size for m scalars: minimises windows × (additions into buckets + bucket work),
+/// among the sizes whose top window spreads its entries over enough buckets.
 pub fn window_bits(m: usize) -> u32 {
     // Diagnostic override, for tuning runs.
     if let Some(c) = std::env::var("C2Q_MSM_WINDOW")
@@ -204,10 +217,15 @@ pub fn window_bits(m: usize) -> u32 {
     {
         return c.clamp(3, 22);
     }
-    let mut best = (u64::MAX, 3);
+    let m = m as u64;
+    let mut best = (u64::MAX, 16);
     for c in 3..=22u32 {
         let windows = 256u64.div_ceil(c as u64);
-        let cost = windows * (m as u64 + 3 * (1u64 << (c - 1)));
+        let top_bits = 256 - c as u64 * (windows - 1);
+        if m >> (top_bits - 1) > TOP_BUCKET_MAX {
+            continue;
+        }
+        let cost = windows * (m + BUCKET_COST * (1u64 << (c - 1)));
         if cost < best.0 {
             best = (cost, c);
         }
@@ -1430,6 +1448,21 @@ mod tests {
             assert!((3..=22).contains(&c));
         }
         assert!(window_bits(1 << 27) >= 16);
+    }
+
+    /// The measured choices at the sizes that matter: a 32 GiB partition's H (2^27 full-width
+    /// scalars) in 20-bit windows, and no size with a top window of a few bits.
+    #[test]
+    fn window_choice_follows_the_measurements() {
+        assert_eq!(window_bits(1 << 27), 20);
+        for log in 4..=30 {
+            let c = window_bits(1 << log) as usize;
+            let top_bits = 256 - c * (256usize.div_ceil(c) - 1);
+            assert!(
+                (1u64 << log) >> (top_bits - 1) <= TOP_BUCKET_MAX,
+                "2^{log}: {c}"
+            );
+        }
     }
 
     /// The chunks cover every sorted entry of a window, the windows every bit of a scalar
