@@ -196,19 +196,21 @@ impl Trace {
 }
 
 /// Bucket work per bucket and window (the running sums, the fix, the sort's counters), in
-/// units of one addition into a bucket. Fitted to the 2^27 MSM on an H100 (record
-/// `gpu-2026-12-06-ad`): 22-bit windows took 809 ms and 20-bit ones 783, which a cost of 3
-/// (the reduction's additions alone) had ranked the other way round.
+/// units of one addition into a bucket: fitted, with the additions, to the full-width MSMs of
+/// 2^20 to 2^27 scalars timed in several window sizes on an H100 (record
+/// `gpu-2026-12-06-ad`). The reduction's additions alone (3) had put 2^27 in 22-bit windows
+/// (809 ms) instead of 20-bit ones (783 ms).
 const BUCKET_COST: u64 = 8;
 
-/// The most entries one bucket of the top window may expect. The top window holds what the
-/// others leave of the 256 bits (255 and a signed digit's carry); with few bits, its few
-/// buckets take all m entries, and the fix adds each bucket's chunks one after another: 18-bit
-/// windows at 2^27 (a top window of 4 bits) spent 152 ms in the fix against 15.
-const TOP_BUCKET_MAX: u64 = 1 << 20;
-
 /// Window size for m scalars: minimises windows × (additions into buckets + bucket work),
-/// among the sizes whose top window spreads its entries over enough buckets.
+/// the larger window on a tie.
+///
+/// Only sizes whose top window has at least half the bits of the others take part. The top
+/// window holds what the others leave of the 256 bits (255 and a signed digit's carry): with
+/// few bits it costs a whole window's additions for a fraction of the bits, and its few
+/// buckets take every entry, which the fix then adds one chunk after another. Such sizes were
+/// the slow ones in every measurement: 19-bit windows (a 9-bit top window) at 2^23, 2^24 and
+/// 2^27, 18 (4 bits: 152 ms in the fix against 15) and 21 at 2^27.
 pub fn window_bits(m: usize) -> u32 {
     // Diagnostic override, for tuning runs.
     if let Some(c) = std::env::var("C2Q_MSM_WINDOW")
@@ -217,20 +219,23 @@ pub fn window_bits(m: usize) -> u32 {
     {
         return c.clamp(3, 22);
     }
-    let m = m as u64;
     let mut best = (u64::MAX, 16);
     for c in 3..=22u32 {
-        let windows = 256u64.div_ceil(c as u64);
-        let top_bits = 256 - c as u64 * (windows - 1);
-        if m >> (top_bits - 1) > TOP_BUCKET_MAX {
+        if 2 * top_window_bits(c) < c {
             continue;
         }
-        let cost = windows * (m + BUCKET_COST * (1u64 << (c - 1)));
-        if cost < best.0 {
+        let windows = 256u64.div_ceil(c as u64);
+        let cost = windows * (m as u64 + BUCKET_COST * (1u64 << (c - 1)));
+        if cost <= best.0 {
             best = (cost, c);
         }
     }
     best.1
+}
+
+/// The bits of the top window of c-bit windows over 256 bits.
+fn top_window_bits(c: u32) -> u32 {
+    256 - c * (256u32.div_ceil(c) - 1)
 }
 
 /// Device bytes an MSM of n scalars (all of them non-trivial, the worst case) needs besides the
@@ -1450,19 +1455,20 @@ mod tests {
         assert!(window_bits(1 << 27) >= 16);
     }
 
-    /// The measured choices at the sizes that matter: a 32 GiB partition's H (2^27 full-width
-    /// scalars) in 20-bit windows, and no size with a top window of a few bits.
+    /// The measured best at each size timed (full-width scalars, H100): 16-bit windows at
+    /// 2^20 and 2^23, 20-bit ones at 2^24, 2^26 and 2^27 (a 32 GiB partition's H); no top
+    /// window of fewer than half the bits.
     #[test]
     fn window_choice_follows_the_measurements() {
-        assert_eq!(window_bits(1 << 27), 20);
-        for log in 4..=30 {
-            let c = window_bits(1 << log) as usize;
-            let top_bits = 256 - c * (256usize.div_ceil(c) - 1);
-            assert!(
-                (1u64 << log) >> (top_bits - 1) <= TOP_BUCKET_MAX,
-                "2^{log}: {c}"
-            );
+        for (log, c) in [(20, 16), (23, 16), (24, 20), (26, 20), (27, 20)] {
+            assert_eq!(window_bits(1 << log), c, "2^{log}");
         }
+        for log in 0..=30 {
+            let c = window_bits(1 << log);
+            assert!(2 * top_window_bits(c) >= c, "2^{log}: {c}");
+        }
+        assert_eq!(top_window_bits(20), 16);
+        assert_eq!(top_window_bits(19), 9);
     }
 
     /// The chunks cover every sorted entry of a window, the windows every bit of a scalar
