@@ -195,15 +195,18 @@ impl Trace {
     }
 }
 
-/// Bucket work per bucket and window (the running sums, the fix, the sort's counters), in
-/// units of one addition into a bucket: fitted, with the additions, to the full-width MSMs of
-/// 2^20 to 2^27 scalars timed in several window sizes on an H100 (record
-/// `gpu-2026-12-06-ad`). The reduction's additions alone (3) had put 2^27 in 22-bit windows
+/// The cost model of the window choice, in units of one addition into a bucket, fitted to
+/// full-width MSMs of 2^12 to 2^27 scalars timed in two or three window sizes each on an H100
+/// (record `gpu-2026-12-06-ad`). Bucket work per bucket and window: the running sums, the fix,
+/// the sort's counters. The reduction's additions alone (3) had put 2^27 in 22-bit windows
 /// (809 ms) instead of 20-bit ones (783 ms).
 const BUCKET_COST: u64 = 8;
+/// Work per window whatever its size: its sort's passes and launches, one after another. Below
+/// 2^20 scalars it decides: 2^16 took 9.0 ms in 13-bit windows and 12.5 in 10-bit ones.
+const WINDOW_COST: u64 = 1 << 20;
 
-/// Window size for m scalars: minimises windows × (additions into buckets + bucket work),
-/// the larger window on a tie.
+/// Window size for m scalars: minimises windows × (additions into buckets + bucket work +
+/// the window's own work), the larger window on a tie.
 ///
 /// Only sizes whose top window has at least half the bits of the others take part. The top
 /// window holds what the others leave of the 256 bits (255 and a signed digit's carry): with
@@ -225,7 +228,7 @@ pub fn window_bits(m: usize) -> u32 {
             continue;
         }
         let windows = 256u64.div_ceil(c as u64);
-        let cost = windows * (m as u64 + BUCKET_COST * (1u64 << (c - 1)));
+        let cost = windows * (m as u64 + BUCKET_COST * (1u64 << (c - 1)) + WINDOW_COST);
         if cost <= best.0 {
             best = (cost, c);
         }
@@ -1455,18 +1458,19 @@ mod tests {
         assert!(window_bits(1 << 27) >= 16);
     }
 
-    /// The measured best at each size timed (full-width scalars, H100): 16-bit windows at
-    /// 2^20 and 2^23, 20-bit ones at 2^24, 2^26 and 2^27 (a 32 GiB partition's H); no top
-    /// window of fewer than half the bits.
+    /// The measured best at each size timed (H100): 16-bit windows from 2^19 to 2^23 and for a
+    /// 2^24 PoRep-like MSM's ~218,000 scalars other than 0 and 1, 20-bit ones at 2^24, 2^26 and
+    /// 2^27 (a 32 GiB partition's H); no top window of fewer than half the bits.
     #[test]
     fn window_choice_follows_the_measurements() {
-        for (log, c) in [(20, 16), (23, 16), (24, 20), (26, 20), (27, 20)] {
+        for (log, c) in [(19, 16), (20, 16), (23, 16), (24, 20), (26, 20), (27, 20)] {
             assert_eq!(window_bits(1 << log), c, "2^{log}");
         }
         for log in 0..=30 {
             let c = window_bits(1 << log);
             assert!(2 * top_window_bits(c) >= c, "2^{log}: {c}");
         }
+        assert_eq!(window_bits(218_000), 16);
         assert_eq!(top_window_bits(20), 16);
         assert_eq!(top_window_bits(19), 9);
     }
