@@ -202,18 +202,24 @@ impl Trace {
 /// (809 ms) instead of 20-bit ones (783 ms).
 const BUCKET_COST: u64 = 8;
 /// Work per window whatever its size: its sort's passes and launches, one after another. Below
-/// 2^20 scalars it decides: 2^16 took 9.0 ms in 13-bit windows and 12.5 in 10-bit ones.
+/// 2^20 scalars it decides: 2^16 took 8.0 ms in 16-bit windows, 9.0 in 13-bit and 12.5 in
+/// 10-bit ones.
 const WINDOW_COST: u64 = 1 << 20;
+/// Buckets per scalar at most: beyond, most buckets stay empty and their reduction is latency
+/// alone. A 2^12 PoRep-like MSM (a few dozen scalars other than 0 and 1) took 22.7 ms in
+/// 16-bit windows and 5.9 in 9-bit ones.
+const MAX_BUCKETS_PER_SCALAR: u64 = 16;
 
 /// Window size for m scalars: minimises windows × (additions into buckets + bucket work +
 /// the window's own work), the larger window on a tie.
 ///
-/// Only sizes whose top window has at least half the bits of the others take part. The top
-/// window holds what the others leave of the 256 bits (255 and a signed digit's carry): with
-/// few bits it costs a whole window's additions for a fraction of the bits, and its few
-/// buckets take every entry, which the fix then adds one chunk after another. Such sizes were
-/// the slow ones in every measurement: 19-bit windows (a 9-bit top window) at 2^23, 2^24 and
-/// 2^27, 18 (4 bits: 152 ms in the fix against 15) and 21 at 2^27.
+/// Only sizes with at most 16 buckets per scalar, and whose top window has at least half the
+/// bits of the others, take part. The top window holds what the others leave of the 256 bits
+/// (255 and a signed digit's carry): with few bits it costs a whole window's additions for a
+/// fraction of the bits, and its few buckets take every entry, which the fix then adds one
+/// chunk after another. Such sizes were the slow ones in every measurement: 19-bit windows (a
+/// 9-bit top window) at 2^23, 2^24 and 2^27, 18 (4 bits: 152 ms in the fix against 15) and 21
+/// at 2^27.
 pub fn window_bits(m: usize) -> u32 {
     // Diagnostic override, for tuning runs.
     if let Some(c) = std::env::var("C2Q_MSM_WINDOW")
@@ -224,7 +230,8 @@ pub fn window_bits(m: usize) -> u32 {
     }
     let mut best = (u64::MAX, 16);
     for c in 3..=22u32 {
-        if 2 * top_window_bits(c) < c {
+        if 2 * top_window_bits(c) < c || 1u64 << (c - 1) > MAX_BUCKETS_PER_SCALAR * m.max(1) as u64
+        {
             continue;
         }
         let windows = 256u64.div_ceil(c as u64);
@@ -1471,6 +1478,7 @@ mod tests {
             assert!(2 * top_window_bits(c) >= c, "2^{log}: {c}");
         }
         assert_eq!(window_bits(218_000), 16);
+        assert!(window_bits(50) <= 10);
         assert_eq!(top_window_bits(20), 16);
         assert_eq!(top_window_bits(19), 9);
     }
