@@ -1003,9 +1003,10 @@ DEV Fp fp_mul_lazy_inline(const Fp& a, const Fp& b) {
     return fe_mul_chains<FpTag, false>(a, b);
 }
 
-// With C2Q_MUL_SUB_SPLIT=1 (and the split product), a·b − c·d is summed by split rows instead:
-// both products go into the two halves before each word's reduction (fe_mul_sum_split, K = 2),
-// 36 fused multiply-adds per word against the wide rows' separate products and carry additions.
+// With C2Q_MUL_SUB_SPLIT=1 (the default, with the split product), a·b − c·d is summed by split
+// rows: both products go into the two halves before each word's reduction (fe_mul_sum_split,
+// K = 2), 36 fused multiply-adds per word against the wide rows' separate products and carry
+// additions (C2Q_MUL_SUB_SPLIT=0, and the wide and narrow product forms).
 // The Fp2 product is two such sums (fp2.cuh). On an H100 (record gpu-2026-12-06-ad) the 2^27
 // MSM took 809 ms with it against 854, the B query's G1 + G2 MSM at 2^25 69 against 83 ms.
 #ifndef C2Q_MUL_SUB_SPLIT

@@ -36,7 +36,7 @@
 //! | `C2Q_KERNEL_CACHE` | Directory of compiled kernels (default `$XDG_CACHE_HOME/c2q/kernels`, else `~/.cache/c2q/kernels`). |
 //! | `C2Q_KERNELS_PORTABLE` | Any value: the kernels are built with `-DC2Q_PORTABLE`, plain C++ field arithmetic instead of the carry-chain assembly, to rule that out when a GPU disagrees with the CPU. |
 //! | `C2Q_KERNEL_DEFINES` | `-DNAME[=VALUE] …` passed to NVRTC: the kernels' tuning macros (`C2Q_ACCUMULATE_BLOCKS`, `C2Q_ACCUMULATE_BLOCKS_G2`, `C2Q_NTT_BLOCKS`, `C2Q_NTT_SPECIALIZE`, `C2Q_NTT_RADIX`, `C2Q_NTT_HI_FIRST`, `C2Q_MUL_SPLIT`, `C2Q_MUL_SUB_SPLIT`, `C2Q_MUL_WIDE`, `C2Q_FR_REDC`, `C2Q_SQR`, `C2Q_LAZY`, `C2Q_FP_INLINE`, `C2Q_MSM_PREFETCH`; `kernels/README.md`), so one binary can time variants. The kernel cache keys on them. |
-//! | `C2Q_MSM_WINDOW` | The MSM window in bits (clamped to 3–22) instead of the one computed for the MSM's size. |
+//! | `C2Q_MSM_WINDOW` | The MSM window in bits (clamped to 3–22) instead of the one `window_bits` chooses for the MSM's size (for timing runs). |
 //! | `C2Q_PLACEMENT` | `whole`: a circuit's points are resident whole or not at all, as before placement by value (`gpu::placement`), for comparison runs. |
 //! | `C2Q_STREAMED_PIECES` | `N` (2 to 16): the pieces a streamed start's working-memory estimate takes its largest MSMs in, for every streamed start (at run time pieces size themselves to what is free). Unset, c2q takes 4, or 8 where only that keeps the circuit's recorded constraints on the GPU (a 24 GB card at 32 GiB). |
 //! | `C2Q_SET_ASIDE_BUFFERS` | `N` (0 to 3, default 3): the domain-sized device buffers a streamed start from CPU-made A, B, C sets aside at its end for the next start's H; 0 allocates them when the next start needs them, for comparisons. |
