@@ -144,8 +144,8 @@ DEV constexpr u32 fp_4pp(int i) {
 // In the order that keeps the fewest words live: c0 is reduced before the third product.
 //
 // With C2Q_MUL_SUB_SPLIT=1 (the default, with the split product) each coordinate is instead one
-// sum of two products in split rows (fe_mul_sum_split, K = 2), four products' rows and two reductions
-// with their carries fused, against three wide products' separate carry additions:
+// sum of two products in split rows (fe_mul_sum_split, K = 2): four products' rows and two
+// reductions with their carries fused, against three wide products' separate carry additions:
 //   c0 = a0·b0 + a1·(2p − b1) = fp_mul_sub_lazy(a0, b0, a1, b1), below 8p² < p·R;
 //   c1 = a0·b1 + a1·b0, below 8p².
 // c1 is the same T as above, so the same value; c0's T differs from the Karatsuba one by a
