@@ -275,36 +275,32 @@ pub struct BenchRow {
     pub sppark_ms: Option<f64>,
 }
 
-/// sppark v0.1.15's figure for the same work on the same kind of card, where one was measured
-/// beside c2q in one session: on an H200 (2026-12-03) and an H100 80 GB (2026-12-06,
-/// `ops/bench/gpu-2026-12-06-ac.md`). Other cards get none: `ops/bench/sppark` times sppark on
-/// the GPU at hand.
+/// sppark v0.1.15's figures (ms) measured beside c2q in one session, by card: an H200
+/// (2026-12-03) and an H100 80 GB (2026-12-06, `ops/bench/gpu-2026-12-06-ac.md`). The forward
+/// NTT is natural in and out; "bit-reversed out" leaves the output bit-reversed. Other cards
+/// get none: `ops/bench/sppark` times sppark on the GPU at hand.
+const SPPARK_MS: &[(&str, &str, u32, f64)] = &[
+    ("H200", "msm full-width", 20, 20.9),
+    ("H200", "msm full-width", 24, 156.0),
+    ("H200", "msm full-width", 26, 555.8),
+    ("H200", "msm full-width", 27, 1093.0),
+    ("H200", "ntt forward", 27, 44.4),
+    ("H200", "ntt forward, bit-reversed out", 27, 42.4),
+    ("H100", "msm full-width", 20, 20.69),
+    ("H100", "msm full-width", 24, 156.89),
+    ("H100", "msm full-width", 26, 558.55),
+    ("H100", "msm full-width", 27, 1097.22),
+    ("H100", "ntt forward", 27, 45.03),
+    ("H100", "ntt forward, bit-reversed out", 27, 42.32),
+    ("H100", "ntt inverse", 27, 47.61),
+];
+
+/// sppark's figure for the same work on the same kind of card, if one was measured.
 fn sppark_ms(device: &str, work: &str, log_n: u32) -> Option<f64> {
-    if device.contains("H200") {
-        match (work, log_n) {
-            ("msm full-width", 20) => Some(20.9),
-            ("msm full-width", 24) => Some(156.0),
-            ("msm full-width", 26) => Some(555.8),
-            ("msm full-width", 27) => Some(1093.0),
-            // 44.4 ms natural in and out, 42.4 ms with the output left bit-reversed.
-            ("ntt forward", 27) => Some(44.4),
-            ("ntt forward, bit-reversed out", 27) => Some(42.4),
-            _ => None,
-        }
-    } else if device.contains("H100") {
-        match (work, log_n) {
-            ("msm full-width", 20) => Some(20.69),
-            ("msm full-width", 24) => Some(156.89),
-            ("msm full-width", 26) => Some(558.55),
-            ("msm full-width", 27) => Some(1097.22),
-            ("ntt forward", 27) => Some(45.03),
-            ("ntt forward, bit-reversed out", 27) => Some(42.32),
-            ("ntt inverse", 27) => Some(47.61),
-            _ => None,
-        }
-    } else {
-        None
-    }
+    SPPARK_MS
+        .iter()
+        .find(|(card, w, l, _)| device.contains(card) && *w == work && *l == log_n)
+        .map(|&(_, _, _, ms)| ms)
 }
 
 fn median(mut v: Vec<f64>) -> (f64, f64) {

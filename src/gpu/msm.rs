@@ -230,12 +230,13 @@ pub fn window_bits(m: usize) -> u32 {
     }
     let mut best = (u64::MAX, 16);
     for c in 3..=22u32 {
-        if 2 * top_window_bits(c) < c || 1u64 << (c - 1) > MAX_BUCKETS_PER_SCALAR * m.max(1) as u64
-        {
+        let buckets = 1u64 << (c - 1);
+        let top_too_narrow = 2 * top_window_bits(c) < c;
+        if top_too_narrow || buckets > MAX_BUCKETS_PER_SCALAR * m.max(1) as u64 {
             continue;
         }
         let windows = 256u64.div_ceil(c as u64);
-        let cost = windows * (m as u64 + BUCKET_COST * (1u64 << (c - 1)) + WINDOW_COST);
+        let cost = windows * (m as u64 + BUCKET_COST * buckets + WINDOW_COST);
         if cost <= best.0 {
             best = (cost, c);
         }
