@@ -68,20 +68,21 @@ DEV void butterfly(Fr& x, Fr& y, const Fr& w, bool dif, bool inverse) {
 // twiddles, and the block synchronises once per two stages instead of once per stage. An odd
 // stage left over runs as plain radix-2 butterflies.
 //
-// Registers are capped so that C2Q_NTT_BLOCKS blocks fit on an SM: on an H200, with the 64-bit
-// products of field.cuh, four ran 0.4 – 3 % faster than three (a small spill notwithstanding),
-// and three 6 % faster than two (c2q's $C2Q_KERNEL_DEFINES can override it for tuning runs).
-// No more than the SM's shared memory holds, though (c2q passes C2Q_SHARED_PER_SM): on GPUs
-// with 100 KB per SM (sm_86, sm_89, sm_120) three tiles fit, and capping registers for four
-// would only add spills.
+// Registers are capped so that C2Q_NTT_BLOCKS blocks fit on an SM. With the split products of
+// field.cuh, three blocks (80 registers, 120 bytes spilled) ran 3 % faster than four (64
+// registers, 444 bytes spilled) and 8 % faster than two (108 registers, no spill) on an H100
+// (ops/bench/gpu-2026-12-06-ae.md); with the older products four had been 0.4 – 3 % faster
+// than three on an H200 (c2q's $C2Q_KERNEL_DEFINES can override it for tuning runs). No more
+// than the SM's shared memory holds, though (c2q passes C2Q_SHARED_PER_SM): three tiles fit in
+// the 100 KB of sm_86, sm_89 and sm_120 too.
 #define NTT_TILE_SHARED (NTT_TILE * 32 + 1024)  // the tile, and the 1 KB the runtime reserves
 #ifndef C2Q_NTT_BLOCKS
 #if defined(C2Q_SHARED_PER_SM)
 #define C2Q_NTT_BLOCKS \
-    (C2Q_SHARED_PER_SM / NTT_TILE_SHARED >= 4 ? 4 \
+    (C2Q_SHARED_PER_SM / NTT_TILE_SHARED >= 3 ? 3 \
      : C2Q_SHARED_PER_SM / NTT_TILE_SHARED >= 1 ? C2Q_SHARED_PER_SM / NTT_TILE_SHARED : 1)
 #else
-#define C2Q_NTT_BLOCKS 4
+#define C2Q_NTT_BLOCKS 3
 #endif
 #endif
 //

@@ -2,7 +2,8 @@
 // (emulate.h) with several chunk lengths, so that buckets straddle chunks in every way, and
 // compares every bucket sum with a plain sequential sum. The buckets cover the cases the
 // kernels must get right: empty, single, one large bucket, points at infinity, a point added to
-// itself (doubling) and to its negation (infinity). Built and run by .ci/check-kernels.
+// itself (doubling) and to its negation (infinity). Then the window sort that feeds it
+// (msm_histogram, msm_scatter), checked bucket by bucket. Built and run by .ci/check-kernels.
 #include "emulate.h"
 #include "../msm.cu"
 
@@ -87,6 +88,45 @@ static void host_scan(const Buf& counts, Buf& offsets) {
 
 static unsigned grid_for(size_t threads, unsigned block) { return (unsigned)((threads + block - 1) / block); }
 
+// A window's counting sort (msm_histogram, a scan, msm_scatter) on digits with empty entries,
+// a bucket holding a fifth of them, and few or many buckets: each bucket's run of the sorted
+// list must hold exactly that bucket's entries (point index | sign << 31), whatever their order.
+// Returns the checks passed, or −1.
+static int sort_checks(std::mt19937_64& rng) {
+    int checks = 0;
+    for (u32 nb : {16u, 4096u})
+    for (u32 m : {1u, 2047u, 9000u}) {
+        Buf enc(m), idx(m);
+        std::vector<std::vector<u32>> want(nb);
+        for (u32 i = 0; i < m; i++) {
+            const u64 x = rng();
+            const u32 b = x % 5 == 0 ? 3 : (u32)((x >> 8) % nb);
+            const u32 neg = (u32)(x >> 40) & 1;
+            enc[i] = x % 13 == 0 ? 0 : 1 + ((b << 1) | neg);
+            idx[i] = (u32)(x >> 41) & 0x3fffffffu;
+            if (enc[i] != 0) want[b].push_back(idx[i] | (neg << 31));
+        }
+        Buf counts(nb + 1, 0), offsets, fill(nb, 0), sorted(m, 0xdeadbeefu);
+        emu_launch(2, 128, [&] { msm_histogram(enc.data(), m, counts.data()); });
+        host_scan(counts, offsets);
+        emu_launch(3, 64, [&] {
+            msm_scatter(enc.data(), idx.data(), m, offsets.data(), fill.data(), sorted.data());
+        });
+        for (u32 b = 0; b < nb; b++) {
+            checks++;
+            Buf got(sorted.begin() + offsets[b], sorted.begin() + offsets[b + 1]);
+            Buf expect = want[b];
+            std::sort(got.begin(), got.end());
+            std::sort(expect.begin(), expect.end());
+            if (got != expect) {
+                printf("FAIL sort, bucket %u of %u, %u entries\n", b, nb, m);
+                return -1;
+            }
+        }
+    }
+    return checks;
+}
+
 int main() {
     std::mt19937_64 rng(3);
     const u32 npoints = 300;
@@ -159,5 +199,8 @@ int main() {
         }
     }
     printf("msm bucket accumulation on the CPU: %d checks passed\n", checks);
+    const int sort_passed = sort_checks(rng);
+    if (sort_passed < 0) return 1;
+    printf("msm window sort on the CPU: %d checks passed\n", sort_passed);
     return 0;
 }

@@ -188,6 +188,13 @@ fn ntt_timings(gpu: &Gpu, min_log: u32, max_log: u32, reps: usize) -> Result<Vec
         // reversal and the 1/n scaling.
         let r = time_events(gpu, reps, || ntt.inverse(gpu, &buf, log_n))?;
         rows.push(row("ntt inverse", log_n, r));
+        // On the coset g·⟨ω⟩, natural order in and out, as sppark's coset type: the forward
+        // one scales by g^i in a pass of its own before the transform; the inverse one folds
+        // g^-i into its 1/n scaling.
+        let r = time_events(gpu, reps, || ntt.coset_forward(gpu, &buf, log_n))?;
+        rows.push(row("ntt coset forward", log_n, r));
+        let r = time_events(gpu, reps, || ntt.coset_inverse(gpu, &buf, log_n))?;
+        rows.push(row("ntt coset inverse", log_n, r));
     }
     Ok(rows)
 }

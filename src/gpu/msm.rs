@@ -45,8 +45,20 @@ fn cont_group() -> u32 {
         .and_then(|v| v.parse::<u32>().ok())
         .map_or(16, |g| g.clamp(1, 1024))
 }
-/// Blocks of 256 threads per SM for the sort kernels when nothing else runs (8 fill an SM).
-const SORT_BLOCKS_PER_SM: u32 = 8;
+/// Threads an SM holds: the sort kernels' grid fills every SM with their blocks when nothing
+/// else runs, no more.
+const THREADS_PER_SM: u32 = 2048;
+
+/// Threads per block of the sort kernels (`msm_histogram`, `msm_scatter`). Window w + 1's sort
+/// runs beside window w's accumulation, whose three blocks per SM leave 4,096 registers free: a
+/// block of 128 threads at 32 registers fits there, one of 256 does not, and waits for an SM
+/// to drain (ops/bench/gpu-2026-12-06-ae.md). C2Q_MSM_SORT_BLOCK overrides it, for tuning runs.
+fn sort_block() -> u32 {
+    std::env::var("C2Q_MSM_SORT_BLOCK")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .map_or(128, |b| (b / 32).clamp(1, 8) * 32)
+}
 /// Buckets per running-sum segment in the window reduction.
 const SEGMENT: u32 = 32;
 /// Largest supported MSM: point indices keep one bit for the sign.
@@ -748,8 +760,9 @@ fn pippenger(
 
     // The sort kernels loop over their entries, SORT_UNROLL per thread per round: enough blocks
     // to fill every SM when they run alone, no more.
-    let sort_grid = blocks(m.div_ceil(SORT_UNROLL) as u64, 256)?
-        .min(gpu.info.multiprocessors.max(1) as u32 * SORT_BLOCKS_PER_SM);
+    let sort_block = sort_block();
+    let sort_grid = blocks(m.div_ceil(SORT_UNROLL) as u64, sort_block)?
+        .min(gpu.info.multiprocessors.max(1) as u32 * (THREADS_PER_SM / sort_block));
     trace.mark(gpu, "digits+alloc")?;
     // The sorts need the digits.
     gpu.wait_for(sort_lane, Lane::Main)?;
@@ -768,7 +781,7 @@ fn pippenger(
             gpu,
             sort_lane,
             sort_grid,
-            256,
+            sort_block,
             (dw, m, sb.counts.ptr()),
         )?;
         scan.run(
@@ -782,7 +795,7 @@ fn pippenger(
             gpu,
             sort_lane,
             sort_grid,
-            256,
+            sort_block,
             (
                 dw,
                 idx.ptr(),

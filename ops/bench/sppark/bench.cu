@@ -352,15 +352,25 @@ int main(int argc, char** argv) {
             const char* name;
             NTT::InputOutputOrder order;
             NTT::Direction direction;
+            NTT::Type type;
         } cases[] = {
-            {"sppark ntt forward", NTT::InputOutputOrder::NN, NTT::Direction::forward},
-            {"sppark ntt forward, bit-rev out", NTT::InputOutputOrder::NR, NTT::Direction::forward},
-            {"sppark ntt inverse", NTT::InputOutputOrder::NN, NTT::Direction::inverse},
+            {"sppark ntt forward", NTT::InputOutputOrder::NN, NTT::Direction::forward,
+             NTT::Type::standard},
+            {"sppark ntt forward, bit-rev out", NTT::InputOutputOrder::NR, NTT::Direction::forward,
+             NTT::Type::standard},
+            {"sppark ntt inverse", NTT::InputOutputOrder::NN, NTT::Direction::inverse,
+             NTT::Type::standard},
+            // On the coset g·<omega> (g = 7 for both): sppark multiplies by g^i (g^-i) in a pass
+            // of its own before (after) the butterflies.
+            {"sppark ntt coset forward", NTT::InputOutputOrder::NN, NTT::Direction::forward,
+             NTT::Type::coset},
+            {"sppark ntt coset inverse", NTT::InputOutputOrder::NN, NTT::Direction::inverse,
+             NTT::Type::coset},
         };
         for (const Case& c : cases) {
             stream_t& stream = gpu[0];
             rows.push_back(timed_row(c.name, lg, reps, [&] {
-                NTT::Base_dev_ptr(stream, d_data, lg, c.order, c.direction, NTT::Type::standard);
+                NTT::Base_dev_ptr(stream, d_data, lg, c.order, c.direction, c.type);
                 stream.sync();
             }));
             check(cudaGetLastError(), c.name);
