@@ -173,10 +173,9 @@ DEV void load_digit_round(u32 (&enc)[SORT_UNROLL], const u32* digits, u32 i0, u3
 }
 
 // The two passes are launched in blocks small enough to fit beside the accumulation
-// (src/gpu/msm.rs, sort_block), which leaves an SM 4,096 registers: their bounds keep them at
-// 32 registers a thread.
-extern "C" __global__ void __launch_bounds__(256, 8) msm_histogram(const u32* digits, u32 m,
-                                                                  u32* counts) {
+// (src/gpu/msm.rs, sort_block), which leaves an sm_90 SM 4,096 registers: a block of 128
+// threads fits there at the 32 registers a thread each pass takes (ops/bench/sass-count.py).
+extern "C" __global__ void msm_histogram(const u32* digits, u32 m, u32* counts) {
     const u32 stride = gridDim.x * blockDim.x;
     for (u32 i0 = blockIdx.x * blockDim.x + threadIdx.x; i0 < m; i0 += SORT_UNROLL * stride) {
         u32 enc[SORT_UNROLL];
@@ -223,10 +222,8 @@ extern "C" __global__ void scan_add(u32* out, u32 len, const u32* sums) {
     if (i < len) out[i] += sums[i / 1024];
 }
 
-extern "C" __global__ void __launch_bounds__(256, 8) msm_scatter(const u32* digits,
-                                                                const u32* other_idx, u32 m,
-                                                                const u32* offsets, u32* fill,
-                                                                u32* sorted) {
+extern "C" __global__ void msm_scatter(const u32* digits, const u32* other_idx, u32 m,
+                                       const u32* offsets, u32* fill, u32* sorted) {
     const u32 stride = gridDim.x * blockDim.x;
     for (u32 i0 = blockIdx.x * blockDim.x + threadIdx.x; i0 < m; i0 += SORT_UNROLL * stride) {
         u32 enc[SORT_UNROLL], pos[SORT_UNROLL];

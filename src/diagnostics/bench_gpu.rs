@@ -283,9 +283,11 @@ pub struct BenchRow {
 }
 
 /// sppark v0.1.15's figures (ms) measured beside c2q in one session, by card: an H200
-/// (2026-12-03) and an H100 80 GB (2026-12-06, `ops/bench/gpu-2026-12-06-ac.md`). The forward
-/// NTT is natural in and out; "bit-reversed out" leaves the output bit-reversed. Other cards
-/// get none: `ops/bench/sppark` times sppark on the GPU at hand.
+/// (2026-12-03) and an H100 80 GB (2026-12-06, `ops/bench/gpu-2026-12-06-ac.md`; its coset
+/// transforms in `-ae.md`). The forward NTT is natural in and out; "bit-reversed out" leaves
+/// the output bit-reversed; the coset ones are natural in and out, on the coset of 7 (the
+/// generator both use). Other cards get none: `ops/bench/sppark` times sppark on the GPU at
+/// hand.
 const SPPARK_MS: &[(&str, &str, u32, f64)] = &[
     ("H200", "msm full-width", 20, 20.9),
     ("H200", "msm full-width", 24, 156.0),
@@ -300,6 +302,8 @@ const SPPARK_MS: &[(&str, &str, u32, f64)] = &[
     ("H100", "ntt forward", 27, 45.03),
     ("H100", "ntt forward, bit-reversed out", 27, 42.32),
     ("H100", "ntt inverse", 27, 47.61),
+    ("H100", "ntt coset forward", 27, 49.82),
+    ("H100", "ntt coset inverse", 27, 52.35),
 ];
 
 /// sppark's figure for the same work on the same kind of card, if one was measured.

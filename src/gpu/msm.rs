@@ -50,9 +50,11 @@ fn cont_group() -> u32 {
 const THREADS_PER_SM: u32 = 2048;
 
 /// Threads per block of the sort kernels (`msm_histogram`, `msm_scatter`). Window w + 1's sort
-/// runs beside window w's accumulation, whose three blocks per SM leave 4,096 registers free: a
-/// block of 128 threads at 32 registers fits there, one of 256 does not, and waits for an SM
-/// to drain (ops/bench/gpu-2026-12-06-ae.md). C2Q_MSM_SORT_BLOCK overrides it, for tuning runs.
+/// runs beside window w's accumulation, whose three blocks per SM leave 4,096 registers free on
+/// sm_90: a block of 128 threads at 32 registers fits there, one of 256 does not, and waits
+/// for an SM to drain. Measured on an H100, full-width MSMs up to 2^26 took 0.5 – 2.9 % less
+/// time so, 2^27 the same (ops/bench/gpu-2026-12-06-ae.md). C2Q_MSM_SORT_BLOCK overrides it,
+/// for tuning runs.
 fn sort_block() -> u32 {
     std::env::var("C2Q_MSM_SORT_BLOCK")
         .ok()

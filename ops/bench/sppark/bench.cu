@@ -1,4 +1,5 @@
-// sppark's G1 MSM and Fr NTT over BLS12-381, timed the way `c2q bench gpu` times c2q's: data
+// sppark's G1 MSM and Fr NTT over BLS12-381 (the NTT natural and bit-reversed out, inverse, and
+// on the coset both ways), timed the way `c2q bench gpu` times c2q's: data
 // already on the GPU, one warm-up, then the median of --reps calls, each timed on the host clock
 // from the call to its result (an MSM's ends with the point back on the host).
 //
