@@ -17,6 +17,8 @@ pub struct DeviceInfo {
     pub compute_capability: (i32, i32),
     pub total_memory: usize,
     pub multiprocessors: i32,
+    /// Threads one SM holds at once (2,048 on sm_80 and sm_90, 1,536 on sm_86, sm_89, sm_120).
+    pub threads_per_sm: i32,
     /// Shared memory one SM can give its resident blocks, in bytes.
     pub shared_per_sm: i32,
 }
@@ -79,6 +81,7 @@ pub(super) fn device_info(ordinal: usize) -> Result<DeviceInfo> {
     let major = attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
     let minor = attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
     let multiprocessors = attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+    let threads_per_sm = attr(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)?;
     let shared_per_sm = attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)?;
     let name = dres::device::get_name(dev).unwrap_or_else(|_| "unknown GPU".into());
     // SAFETY: as above.
@@ -90,6 +93,7 @@ pub(super) fn device_info(ordinal: usize) -> Result<DeviceInfo> {
         compute_capability: (major, minor),
         total_memory,
         multiprocessors,
+        threads_per_sm,
         shared_per_sm,
     })
 }

@@ -45,10 +45,6 @@ fn cont_group() -> u32 {
         .and_then(|v| v.parse::<u32>().ok())
         .map_or(16, |g| g.clamp(1, 1024))
 }
-/// Threads an SM holds: the sort kernels' grid fills every SM with their blocks when nothing
-/// else runs, no more.
-const THREADS_PER_SM: u32 = 2048;
-
 /// Threads per block of the sort kernels (`msm_histogram`, `msm_scatter`). Window w + 1's sort
 /// runs beside window w's accumulation, whose three blocks per SM leave 4,096 registers free on
 /// sm_90: a block of 128 threads at 32 registers fits there, one of 256 does not, and waits
@@ -763,8 +759,9 @@ fn pippenger(
     // The sort kernels loop over their entries, SORT_UNROLL per thread per round: enough blocks
     // to fill every SM when they run alone, no more.
     let sort_block = sort_block();
-    let sort_grid = blocks(m.div_ceil(SORT_UNROLL) as u64, sort_block)?
-        .min(gpu.info.multiprocessors.max(1) as u32 * (THREADS_PER_SM / sort_block));
+    let sms = gpu.info.multiprocessors.max(1) as u32;
+    let blocks_per_sm = (gpu.info.threads_per_sm.max(1) as u32 / sort_block).max(1);
+    let sort_grid = blocks(m.div_ceil(SORT_UNROLL) as u64, sort_block)?.min(sms * blocks_per_sm);
     trace.mark(gpu, "digits+alloc")?;
     // The sorts need the digits.
     gpu.wait_for(sort_lane, Lane::Main)?;
