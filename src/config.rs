@@ -43,6 +43,7 @@
 //! | `C2Q_MSM_TOGETHER` | `0`: H's and L's streamed multiexps are summed one after the other instead of their pieces in turns (`gpu::msm::msm_streamed_together`), for comparisons. |
 //! | `C2Q_MSM_CONT_GROUP` | `N` (1 to 1024, default 16): how many continuation slots of one long bucket `msm_cont_fold` sums together; 1 turns the fold off. |
 //! | `C2Q_MSM_SORT_BLOCK` | `N` (32 to 256, a multiple of 32; default 128): threads per block of the MSM's sort kernels, which run beside the bucket accumulation (for timing runs). |
+//! | `C2Q_MSM_SORT_BESIDE` | `N` (0 to 64, default 2): blocks per SM of the MSM's sort kernels while a window's bucket accumulation runs beside them; 0: as many as fit, so that the sort takes every SM slot the accumulation's blocks leave and the two run one after the other (for timing runs). |
 //! | `C2Q_MSM_TRACE` | Any value: each MSM phase is synchronised and timed (so phases no longer overlap), and the totals are printed to stderr. |
 //! | `C2Q_WITNESS` | `native` or `gadgets`: the ignored timing test `witness_of_a_32gib_partition_timed` times only that way of computing the witness; `native`, `gadgets` or `sequential` (or a comma-separated list): likewise for `window_post_witness_of_a_32gib_partition_timed`. |
 //!

@@ -57,6 +57,21 @@ fn sort_block() -> u32 {
         .and_then(|v| v.parse::<u32>().ok())
         .map_or(128, |b| (b / 32).clamp(1, 8) * 32)
 }
+/// Sort blocks per SM while an accumulation runs beside them (every window's sort but the
+/// first, which runs alone on a grid that fills the GPU). The sort lane has the higher
+/// priority, so a grid that could fill the GPU takes every SM slot an accumulation block leaves
+/// and keeps it until the whole window is sorted: the two then ran one after the other, the
+/// overlap hiding ~22 ms of a 2^27 MSM's 130 ms of sorting. Two blocks per SM leave the
+/// accumulation most of its blocks while the sort goes on beside it. Measured on an H100
+/// (ops/bench/gpu-2026-12-06-af.md), full-width MSMs: 2^27 779 ms with the GPU-filling grid,
+/// 717 / 707 / 725 / 754 ms with 1 / 2 / 4 / 8 blocks per SM; 2^25 210 → 195 ms.
+/// C2Q_MSM_SORT_BESIDE overrides it, for tuning runs (0: the GPU-filling grid).
+fn sort_blocks_beside() -> u32 {
+    std::env::var("C2Q_MSM_SORT_BESIDE")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .map_or(2, |b| b.min(64))
+}
 /// Buckets per running-sum segment in the window reduction.
 const SEGMENT: u32 = 32;
 /// Largest supported MSM: point indices keep one bit for the sign.
@@ -757,11 +772,16 @@ fn pippenger(
     let scan = Scan::new(gpu, w.nbuckets + 1)?;
 
     // The sort kernels loop over their entries, SORT_UNROLL per thread per round: enough blocks
-    // to fill every SM when they run alone, no more.
+    // to fill every SM when they run alone (the first window, or traced), no more; beside an
+    // accumulation, `sort_blocks_beside` per SM.
     let sort_block = sort_block();
     let sms = gpu.info.multiprocessors.max(1) as u32;
     let blocks_per_sm = (gpu.info.threads_per_sm.max(1) as u32 / sort_block).max(1);
-    let sort_grid = blocks(m.div_ceil(SORT_UNROLL) as u64, sort_block)?.min(sms * blocks_per_sm);
+    let alone_grid = blocks(m.div_ceil(SORT_UNROLL) as u64, sort_block)?.min(sms * blocks_per_sm);
+    let beside_grid = match sort_blocks_beside() {
+        0 => alone_grid,
+        k => alone_grid.min(sms * k.min(blocks_per_sm)),
+    };
     trace.mark(gpu, "digits+alloc")?;
     // The sorts need the digits.
     gpu.wait_for(sort_lane, Lane::Main)?;
@@ -774,6 +794,12 @@ fn pippenger(
             gpu.wait_event(sort_lane, &accumulated[window - sorts.len()])?;
         }
         let dw = digits.at(window * mu);
+        // The first window's sort has nothing beside it.
+        let sort_grid = if window == 0 || !overlap {
+            alone_grid
+        } else {
+            beside_grid
+        };
         gpu.memset_zero_in(sort_lane, &sb.counts)?;
         gpu.memset_zero_in(sort_lane, &sb.fill)?;
         kernels::MSM_HISTOGRAM.launch_in(
