@@ -64,7 +64,7 @@ fn sort_block() -> u32 {
 /// overlap hiding ~22 ms of a 2^27 MSM's 130 ms of sorting. Two blocks per SM leave the
 /// accumulation most of its blocks while the sort goes on beside it. Measured on an H100
 /// (ops/bench/gpu-2026-12-06-af.md), full-width MSMs: 2^27 779 ms with the GPU-filling grid,
-/// 717 / 707 / 725 / 754 ms with 1 / 2 / 4 / 8 blocks per SM; 2^25 210 → 195 ms.
+/// 717 / 707 / 722 – 728 / 754 ms with 1 / 2 / 4 / 8 blocks per SM; 2^25 210 → 195 ms.
 /// C2Q_MSM_SORT_BESIDE overrides it, for tuning runs (0: the GPU-filling grid).
 fn sort_blocks_beside() -> u32 {
     std::env::var("C2Q_MSM_SORT_BESIDE")
