@@ -323,6 +323,11 @@ impl Worker {
                 _ = shutdown.requested() => return Ok(()),
             };
             match self.fetch_one(&broker, &open).await {
+                Ok(Some((delivery, _))) if shutdown.is_fetching_stopped() => {
+                    // The stop came while the queues were polled: the job is not begun here.
+                    hand_back(delivery, "fetched as the worker began to drain").await;
+                    return Ok(());
+                }
                 Ok(Some((delivery, source))) => {
                     let Some(fetched) = self.admit(delivery, source).await else {
                         continue;
@@ -382,13 +387,7 @@ impl Worker {
                     free = self.gate.free(),
                     "a job was taken from an open queue and its memory is not free: handing it back"
                 );
-                let requeue = BasicNackOptions {
-                    requeue: true,
-                    ..Default::default()
-                };
-                if let Err(e) = delivery.acker.nack(requeue).await {
-                    tracing::warn!(error = %e, "hand-back failed; the broker returns the job when the channel closes");
-                }
+                hand_back(delivery, "its memory is not free").await;
                 None
             }
         }
@@ -504,6 +503,21 @@ impl Worker {
         }
         if let Some(last) = released.last() {
             *counted = (*counted).max(last.seq);
+        }
+    }
+}
+
+/// Returns a fetched job to its queue at once, for another worker (or this one later) to take;
+/// `why` goes to the log.
+async fn hand_back(delivery: Delivery, why: &str) {
+    let requeue = BasicNackOptions {
+        requeue: true,
+        ..Default::default()
+    };
+    match delivery.acker.nack(requeue).await {
+        Ok(_) => tracing::info!(why, "a fetched job was handed back to its queue"),
+        Err(e) => {
+            tracing::warn!(why, error = %e, "hand-back failed; the broker returns the job when the channel closes")
         }
     }
 }

@@ -66,17 +66,19 @@ impl Shutdown {
         tokio::spawn(async move {
             loop {
                 tokio::select! {
+                    // The stop takes effect before it is logged: whoever reads the line (an
+                    // operator, a test) may rely on no job being fetched after it.
                     _ = term.recv() => {
-                        tracing::info!("SIGTERM: draining (no new jobs; in-flight jobs finish)");
                         requested.cancel();
+                        tracing::info!("SIGTERM: draining (no new jobs; in-flight jobs finish)");
                     }
                     _ = int.recv() => {
                         if requested.is_cancelled() {
                             tracing::warn!("second SIGINT: exiting now; unacked jobs will be redelivered");
                             abort();
                         }
-                        tracing::info!("SIGINT: draining; press Ctrl-C again to exit at once");
                         requested.cancel();
+                        tracing::info!("SIGINT: draining; press Ctrl-C again to exit at once");
                     }
                 }
             }
