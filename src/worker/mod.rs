@@ -325,7 +325,7 @@ impl Worker {
             match self.fetch_one(&broker, &open).await {
                 Ok(Some((delivery, _))) if shutdown.is_fetching_stopped() => {
                     // The stop came while the queues were polled: the job is not begun here.
-                    hand_back(delivery, "fetched as the worker began to drain").await;
+                    return_to_queue(delivery, "fetched as the worker began to drain").await;
                     return Ok(());
                 }
                 Ok(Some((delivery, source))) => {
@@ -387,7 +387,7 @@ impl Worker {
                     free = self.gate.free(),
                     "a job was taken from an open queue and its memory is not free: handing it back"
                 );
-                hand_back(delivery, "its memory is not free").await;
+                return_to_queue(delivery, "its memory is not free").await;
                 None
             }
         }
@@ -507,9 +507,10 @@ impl Worker {
     }
 }
 
-/// Returns a fetched job to its queue at once, for another worker (or this one later) to take;
-/// `why` goes to the log.
-async fn hand_back(delivery: Delivery, why: &str) {
+/// Returns a fetched job that nothing has begun to its queue at once (a requeueing nack), for
+/// another worker or this one later; `why` goes to the log. A job already claimed and begun is
+/// handed back by `settle` instead, republished with its headers.
+async fn return_to_queue(delivery: Delivery, why: &str) {
     let requeue = BasicNackOptions {
         requeue: true,
         ..Default::default()
