@@ -397,6 +397,7 @@ mod tests {
             from_ledger: false,
             timings: vec![],
             timings_origin_ms: 0,
+            stages: Default::default(),
         }
     }
 

@@ -195,11 +195,11 @@ async fn ledger_leases_exclude_others_until_released_or_lapsed() {
     assert!(!ledger.renew_lease("lease-db-1", &h1).await.unwrap());
     // Both proved: the proof recorded first is the proof of record.
     let first = ledger
-        .record_proof("lease-db-1", b"first", "[]")
+        .record_proof("lease-db-1", b"first", "[]", &Default::default())
         .await
         .unwrap();
     let second = ledger
-        .record_proof("lease-db-1", b"second", "[]")
+        .record_proof("lease-db-1", b"second", "[]", &Default::default())
         .await
         .unwrap();
     assert_eq!(

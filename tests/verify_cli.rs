@@ -103,6 +103,7 @@ fn porep_result(proof: &[u8], sector: u64) -> ResultV1 {
         from_ledger: false,
         timings: vec![],
         timings_origin_ms: 0,
+        stages: Default::default(),
     }
 }
 

@@ -4,13 +4,15 @@
 //!
 //! - `SubmitProof` / `AwaitProof` / `Prove`: every kind Curio sends: PoRep C2
 //!   (`POREP_SEAL_COMMIT`), SnapDeals (`SNAP_DEALS_UPDATE`), a WindowPoSt partition
-//!   (`WINDOW_POST_PARTITION`) and WinningPoSt (`WINNING_POST`). For PoRep and SnapDeals
-//!   `request_id` is the job id, so the same id with the same payload is the same job
-//!   (answered from the ledger once proved) and with another payload is refused
-//!   `ALREADY_EXISTS`. Curio sends every partition of a deadline under one request id, so a
-//!   PoSt job's id is the request id and its payload's digest: another partition is another
-//!   job, the same partition again the same job. An empty `request_id` gets the id
-//!   `c2q submit` would give.
+//!   (`WINDOW_POST_PARTITION`) and WinningPoSt (`WINNING_POST`). `request_id` is any UTF-8
+//!   text up to 512 bytes, mapped to a job id as [`super::request_id`] says. For PoRep and
+//!   SnapDeals the same request id with the same payload is the same job (answered from the
+//!   ledger once proved) and with another payload is refused `ALREADY_EXISTS`. Curio sends
+//!   every partition of a deadline under one request id, so a PoSt job's id also carries its
+//!   payload's digest: another partition is another job, the same partition again the same
+//!   job. `AwaitProof` and `CancelProof` take the job id or the request id (the job asked for
+//!   last under it). A proof's reply carries its times (`total_ms`, `queue_wait_ms`,
+//!   `srs_load_ms`, `synthesis_ms`, `gpu_compute_ms`) from the ledger.
 //! - `HIGH` and `CRITICAL` jobs go to their class's urgent queue, which workers empty first.
 //! - `CancelProof`, `GetStatus`, `GetMetrics`, `PreloadSRS`, `EvictSRS`: answered from the
 //!   ledger and the broker, for the fleet (see each method).
@@ -34,10 +36,12 @@ use super::job::{
     Refusal, SnapRequest,
 };
 use super::listener::{Incoming, Peer};
+use super::request_id::RequestId;
 use super::{Gateway, OpenRequest, Submitted, Urgency, Waited};
 use crate::broker::UNSORTED;
 use crate::classes::SizeClass;
 use crate::ledger::{Cancellation, SeenWorker, SEEN_RECENTLY};
+use crate::schema::job::is_valid_job_id;
 use crate::schema::DecodedJob;
 
 /// The messages and the service trait generated from `proto/cuzk/v1/proving.proto`.
@@ -180,13 +184,32 @@ impl Door {
     }
 
     /// Check a submission and build its job (off the async threads: a 32 GiB C1 takes seconds).
-    async fn job_of(&self, submit: SubmitProofRequest) -> Result<(DecodedJob, Urgency), Refused> {
+    async fn job_of(&self, submit: SubmitProofRequest) -> Result<Asked, Refused> {
+        let request_id = RequestId::parse(&submit.request_id)
+            .map_err(|why| Refused::new("malformed", Code::InvalidArgument, why))?;
+        let urgency = urgency_of(submit.priority);
+        let job = self.checked_job(submit, &request_id).await?;
+        Ok(Asked {
+            job,
+            urgency,
+            request_id,
+        })
+    }
+
+    /// The job a submission asks for, checked as a worker will check it.
+    async fn checked_job(
+        &self,
+        submit: SubmitProofRequest,
+        request_id: &RequestId,
+    ) -> Result<DecodedJob, Refused> {
         let kind = ProofKind::try_from(submit.proof_kind).unwrap_or(ProofKind::Unspecified);
         match kind {
             ProofKind::PorepSealCommit => {}
-            ProofKind::SnapDealsUpdate => return self.snap_job_of(submit).await,
-            ProofKind::WindowPostPartition => return self.post_job_of(submit, true).await,
-            ProofKind::WinningPost => return self.post_job_of(submit, false).await,
+            ProofKind::SnapDealsUpdate => return self.snap_job_of(submit, request_id).await,
+            ProofKind::WindowPostPartition => {
+                return self.post_job_of(submit, true, request_id).await
+            }
+            ProofKind::WinningPost => return self.post_job_of(submit, false, request_id).await,
             ProofKind::Unspecified => {
                 return Err(Refused::new(
                     "malformed",
@@ -215,8 +238,7 @@ impl Door {
                 "vanilla_proof is empty: it carries the C1 output JSON".into(),
             ));
         }
-        let job_id = (!submit.request_id.is_empty()).then(|| submit.request_id.clone());
-        let urgency = urgency_of(submit.priority);
+        let job_id = Some(request_id.job_id());
         let limits = self.gateway.config.limits.clone();
         let built = tokio::task::spawn_blocking(move || {
             let request = PorepRequest {
@@ -230,7 +252,7 @@ impl Door {
             porep_job(request, &limits)
         })
         .await;
-        Ok((checked(built, "the C1 output")?, urgency))
+        checked(built, "the C1 output")
     }
 
     /// A PoSt submission's job (a WindowPoSt partition if `window`, else a WinningPoSt):
@@ -240,8 +262,9 @@ impl Door {
         &self,
         submit: SubmitProofRequest,
         window: bool,
-    ) -> Result<(DecodedJob, Urgency), Refused> {
-        let urgency = urgency_of(submit.priority);
+        request_id: &RequestId,
+    ) -> Result<DecodedJob, Refused> {
+        let request_id = request_id.clone();
         let limits = self.gateway.config.limits.clone();
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -261,13 +284,13 @@ impl Door {
                 randomness: &submit.randomness,
                 partition_index: submit.partition_index,
                 vanilla_proofs: &submit.vanilla_proofs,
-                request_id: (!submit.request_id.is_empty()).then(|| submit.request_id.clone()),
+                request_id: Some(request_id),
                 deadline_unix_ms: Some(deadline),
             };
             post_job(request, &limits)
         })
         .await;
-        Ok((checked(built, "the PoSt input")?, urgency))
+        checked(built, "the PoSt input")
     }
 
     /// A SnapDeals submission's job: `registered_proof` the update proof's number, the
@@ -276,7 +299,8 @@ impl Door {
     async fn snap_job_of(
         &self,
         submit: SubmitProofRequest,
-    ) -> Result<(DecodedJob, Urgency), Refused> {
+        request_id: &RequestId,
+    ) -> Result<DecodedJob, Refused> {
         let malformed = |why: String| Refused::new("malformed", Code::InvalidArgument, why);
         if let Some(proof) = usize::try_from(submit.registered_proof)
             .ok()
@@ -310,7 +334,7 @@ impl Door {
             }
             _ => {}
         }
-        let urgency = urgency_of(submit.priority);
+        let job_id = Some(request_id.job_id());
         let limits = self.gateway.config.limits.clone();
         let built = tokio::task::spawn_blocking(move || {
             let request = SnapRequest {
@@ -325,23 +349,30 @@ impl Door {
                 new_unsealed_cid: &submit.new_unsealed_cid,
                 miner: submit.miner_id,
                 sector: submit.sector_number,
-                job_id: (!submit.request_id.is_empty()).then(|| submit.request_id.clone()),
+                job_id,
             };
             snap_job(request, &limits)
         })
         .await;
-        Ok((checked(built, "the SnapDeals input")?, urgency))
+        checked(built, "the SnapDeals input")
     }
 
-    /// Submit a checked job: its id once it is recorded and enqueued (or known already).
-    async fn submit(&self, job: &DecodedJob, urgency: Urgency) -> Result<(), Refused> {
-        match self.gateway.submit(job, urgency).await {
+    /// Submit a checked job: recorded and enqueued (or known already).
+    async fn submit(&self, asked: &Asked) -> Result<(), Refused> {
+        let job = &asked.job;
+        match self
+            .gateway
+            .submit(job, asked.urgency, Some(&asked.request_id))
+            .await
+        {
             Err(e) => Err(Refused::unavailable(&e)),
             Ok(Submitted::Mismatch) => Err(Refused::new(
                 "mismatch",
                 Code::AlreadyExists,
                 format!(
-                    "request_id {} was used for another payload; that job is unaffected",
+                    "request_id {:?} (job {}) was used for another payload; that job is \
+                     unaffected",
+                    asked.request_id.as_str(),
                     job.job.job_id
                 ),
             )),
@@ -361,8 +392,13 @@ impl Door {
             ..Default::default()
         };
         let (status, outcome) = match self.gateway.wait(job_id, deadline).await {
-            Waited::Proved(proof) => {
+            Waited::Proved(proof, times) => {
                 reply.proof = proof;
+                reply.total_ms = times.total_ms;
+                reply.queue_wait_ms = times.queue_wait_ms;
+                reply.srs_load_ms = times.stages.srs_load_ms;
+                reply.synthesis_ms = times.stages.synthesis_ms;
+                reply.gpu_compute_ms = times.stages.start_ms;
                 (ProofStatus::Completed, "proved")
             }
             Waited::Refused(why) => {
@@ -497,12 +533,12 @@ impl ProvingEngine for Door {
         let mut job_id = String::new();
         let result = async {
             let _open = self.admit(&request)?;
-            let (job, urgency) = self.job_of(request.into_inner()).await?;
-            job_id.clone_from(&job.job.job_id);
-            self.submit(&job, urgency).await?;
+            let asked = self.job_of(request.into_inner()).await?;
+            job_id.clone_from(&asked.job.job.job_id);
+            self.submit(&asked).await?;
             let reply = SubmitProofResponse {
-                job_id: job.job.job_id.clone(),
-                queue_position: self.queue_position(&job).await,
+                job_id: asked.job.job.job_id.clone(),
+                queue_position: self.queue_position(&asked.job).await,
                 assigned_gpu: String::new(),
             };
             Ok((reply, "submitted"))
@@ -511,28 +547,17 @@ impl ProvingEngine for Door {
         self.finish("SubmitProof", started, &job_id, result)
     }
 
-    /// Wait up to `timeout_ms` (0: until it ends) for a job the ledger knows.
+    /// Wait up to `timeout_ms` (0: until it ends) for a job the ledger knows, named by the
+    /// job id `SubmitProof` answered or by the client's request id.
     async fn await_proof(
         &self,
         request: Request<AwaitProofRequest>,
     ) -> Result<Response<AwaitProofResponse>, Status> {
         let started = Instant::now();
-        let job_id = request.get_ref().job_id.clone();
+        let mut job_id = request.get_ref().job_id.clone();
         let result = async {
             let _open = self.admit(&request)?;
-            let known = self
-                .gateway
-                .ledger
-                .answer(&job_id)
-                .await
-                .map_err(|e| Refused::unavailable(&e))?;
-            if known.is_none() {
-                return Err(Refused::new(
-                    "not_found",
-                    Code::NotFound,
-                    format!("no job {job_id:?} was submitted"),
-                ));
-            }
+            job_id = self.job_named(&request.get_ref().job_id).await?;
             let timeout_ms = request.get_ref().timeout_ms;
             let deadline = (timeout_ms > 0).then(|| started + Duration::from_millis(timeout_ms));
             self.await_result(&job_id, deadline).await
@@ -557,9 +582,9 @@ impl ProvingEngine for Door {
                     "ProveRequest.submit is missing",
                 )
             })?;
-            let (job, urgency) = self.job_of(submit).await?;
-            job_id.clone_from(&job.job.job_id);
-            self.submit(&job, urgency).await?;
+            let asked = self.job_of(submit).await?;
+            job_id.clone_from(&asked.job.job.job_id);
+            self.submit(&asked).await?;
             let deadline = self.gateway.default_deadline();
             let (result, outcome) = self.await_result(&job_id, Some(deadline)).await?;
             Ok((
@@ -573,17 +598,19 @@ impl ProvingEngine for Door {
         self.finish("Prove", started, &job_id, result)
     }
 
-    /// Cancel a job not yet ended: a worker that fetches it later does not prove it; one
-    /// proving it now (`was_running`) finishes, and the job is answered `CANCELLED`. Recorded
-    /// in the ledger (`c2q status` counts it). Submitting it again asks for it again.
+    /// Cancel a job not yet ended, named by its job id or the client's request id: a worker
+    /// that fetches it later does not prove it; one proving it now (`was_running`) finishes,
+    /// and the job is answered `CANCELLED`. Recorded in the ledger (`c2q status` counts it).
+    /// Submitting it again asks for it again.
     async fn cancel_proof(
         &self,
         request: Request<CancelProofRequest>,
     ) -> Result<Response<CancelProofResponse>, Status> {
         let started = Instant::now();
-        let job_id = request.get_ref().job_id.clone();
+        let mut job_id = request.get_ref().job_id.clone();
         let result = async {
             self.authorize(&request)?;
+            job_id = self.job_named(&request.get_ref().job_id).await?;
             let cancelled = self
                 .gateway
                 .ledger
@@ -703,6 +730,28 @@ impl ProvingEngine for Door {
 }
 
 impl Door {
+    /// The job `key` names: a job id the ledger knows, else the job registered last under
+    /// `key` as the client's request id.
+    async fn job_named(&self, key: &str) -> Result<String, Refused> {
+        let ledger = &self.gateway.ledger;
+        let unavailable = |e: anyhow::Error| Refused::unavailable(&e);
+        // Only a valid job id can be one (and only such text fits the ledger's job id column).
+        if is_valid_job_id(key) && ledger.answer(key).await.map_err(unavailable)?.is_some() {
+            return Ok(key.to_string());
+        }
+        ledger
+            .job_for_request(key)
+            .await
+            .map_err(unavailable)?
+            .ok_or_else(|| {
+                Refused::new(
+                    "not_found",
+                    Code::NotFound,
+                    format!("no job {key:?} was submitted (as a job id or a request id)"),
+                )
+            })
+    }
+
     /// Of the workers seen recently: how many hold `circuit`'s parameters loaded, and how many
     /// fetch its jobs. An id that names no size class is refused.
     async fn workers_with(&self, circuit: &str) -> Result<(usize, usize), Refused> {
@@ -724,6 +773,13 @@ impl Door {
             .count();
         Ok((holding, fetching))
     }
+}
+
+/// A submission's checked job, how urgently it is wanted, and the client's name for it.
+struct Asked {
+    job: DecodedJob,
+    urgency: Urgency,
+    request_id: RequestId,
 }
 
 /// Urgent for Curio's `HIGH` and `CRITICAL` priorities: the class's urgent queue.

@@ -200,7 +200,7 @@ async fn lotus_reply(
 /// Get `job` proved: answered from the ledger when it is, else enqueued (unless it is being
 /// proved already) and waited for until `gateway.wait_s`.
 async fn prove(gateway: &Gateway, job: &DecodedJob) -> Reply {
-    match gateway.submit(job, Urgency::Normal).await {
+    match gateway.submit(job, Urgency::Normal, None).await {
         Err(e) => Reply::Unavailable(format!("{e:#}")),
         Ok(Submitted::Proved(proof)) => Reply::Proved(proof),
         Ok(Submitted::Refused(why)) => Reply::Refused(why),
@@ -211,7 +211,7 @@ async fn prove(gateway: &Gateway, job: &DecodedJob) -> Reply {
         Ok(Submitted::Waiting) => {
             let deadline = gateway.default_deadline();
             match gateway.wait(&job.job.job_id, Some(deadline)).await {
-                Waited::Proved(proof) => Reply::Proved(proof),
+                Waited::Proved(proof, _) => Reply::Proved(proof),
                 Waited::Refused(why) => Reply::Refused(why),
                 Waited::Failed(why) => Reply::Failed(why),
                 Waited::Cancelled => Reply::Cancelled,

@@ -7,6 +7,7 @@ use anyhow::{bail, Context, Result};
 use filecoin_proofs_api::RegisteredSealProof;
 use sha2::{Digest, Sha256};
 
+use super::request_id::RequestId;
 use crate::porep::{parse_c1, proof_name, PorepJob, REGISTERED_PROOFS};
 use crate::post::{post_proof_name, PostInput, PostJob, REGISTERED_POST_PROOFS};
 use crate::schema::{self, DecodedJob, JobKind, JobV1, Limits};
@@ -204,8 +205,8 @@ pub struct PostRequest<'a> {
     pub partition_index: u32,
     /// One `generate_single_vanilla_proof` output per sector.
     pub vanilla_proofs: &'a [Vec<u8>],
-    /// Curio's request id; `None`: the job id `c2q submit` would give.
-    pub request_id: Option<String>,
+    /// The client's request id; `None`: the job id `c2q submit` would give.
+    pub request_id: Option<RequestId>,
     /// When the proof stops being of use (Unix ms): the job's `deadline_unix_ms`.
     pub deadline_unix_ms: Option<u64>,
 }
@@ -263,10 +264,15 @@ pub fn post_job(request: PostRequest, limits: &Limits) -> Result<DecodedJob, Ref
     let payload = input
         .to_json()
         .map_err(|e| Refusal::Unprovable(format!("{e:#}")))?;
-    let digest = hex::encode(&Sha256::digest(&payload)[..6]);
+    let digest: [u8; 32] = Sha256::digest(&payload).into();
     let job_id = match request.request_id {
-        Some(id) => format!("{id}-{digest}"),
-        None => format!("{}-{}-{digest}", kind.as_str(), request.miner),
+        Some(id) => id.job_id_with(&digest),
+        None => format!(
+            "{}-{}-{}",
+            kind.as_str(),
+            request.miner,
+            hex::encode(&digest[..6])
+        ),
     };
     let phase1_output = zstd::encode_all(&payload[..], 3)
         .map_err(|e| Refusal::Unprovable(format!("compressing the PoSt input: {e}")))?;
@@ -372,7 +378,8 @@ mod tests {
             randomness: Box::leak(Box::new(randomness)),
             partition_index: 0,
             vanilla_proofs: proofs,
-            request_id: Some("wdpost-1000-0-0102030405060708".into()),
+            // Curio's `wdpost-%d-%d-%d` of miner, partition and randomness[:8].
+            request_id: Some(RequestId::parse("wdpost-1000-0-[1 2 3 4 5 6 7 8]").unwrap()),
             deadline_unix_ms: None,
         };
         let first: &'static [Vec<u8>] = Box::leak(first.vanilla_proofs.into_boxed_slice());
@@ -392,7 +399,11 @@ mod tests {
         assert_eq!(again.job.deadline_unix_ms, Some(u64::MAX));
         assert_eq!(again.digest, a.digest);
         assert_ne!(a.job.job_id, b.job.job_id);
-        assert!(a.job.job_id.starts_with("wdpost-1000-0-0102030405060708-"));
+        assert!(
+            a.job.job_id.starts_with("wdpost-1000-0-_1_2_3_4_5_6_7_8_-"),
+            "{}",
+            a.job.job_id
+        );
         assert_eq!(a.job.job_id, again.job.job_id);
         assert_eq!(a.digest, again.digest);
         assert_eq!(a.job.kind, JobKind::WindowPost);

@@ -16,6 +16,7 @@ pub mod http;
 pub mod job;
 pub mod listener;
 pub mod lotus;
+pub mod request_id;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -35,8 +36,9 @@ use tokio_util::sync::CancellationToken;
 use crate::broker::{publish_confirmed, topology, Broker};
 use crate::classes::SizeClass;
 use crate::config::{Config, GatewayConfig};
-use crate::ledger::{Answer, AnswerState, JobIdentity, Ledger, Registration};
+use crate::ledger::{Answer, AnswerState, JobIdentity, Ledger, ProofTimes, Registration};
 use crate::schema::{self, DecodedJob, ErrorKind, JobV1};
+use request_id::RequestId;
 
 /// How long a request waits for a broker that went away before it is refused as unavailable.
 const BROKER_PATIENCE: Duration = Duration::from_secs(10);
@@ -145,7 +147,8 @@ enum Submitted {
 /// How waiting for a job ended.
 #[derive(Debug)]
 enum Waited {
-    Proved(Vec<u8>),
+    /// The proof, and how long the job took.
+    Proved(Vec<u8>, ProofTimes),
     /// It failed on its input (the client's to fix).
     Refused(String),
     /// The fleet failed to prove it (a repeated request enqueues it again).
@@ -263,9 +266,15 @@ impl Gateway {
         }
     }
 
-    /// Record `job` in the ledger and enqueue it, unless the ledger answers it already (its
-    /// proof, or an input failure) or a live worker is proving it now.
-    async fn submit(&self, job: &DecodedJob, urgency: Urgency) -> Result<Submitted> {
+    /// Record `job` in the ledger (under the client's `request_id`, where it gave one) and
+    /// enqueue it, unless the ledger answers it already (its proof, or an input failure) or a
+    /// live worker is proving it now.
+    async fn submit(
+        &self,
+        job: &DecodedJob,
+        urgency: Urgency,
+        request_id: Option<&RequestId>,
+    ) -> Result<Submitted> {
         let identity = JobIdentity {
             job_id: job.job.job_id.clone(),
             kind: job.job.kind.as_str().to_string(),
@@ -274,7 +283,8 @@ impl Gateway {
             sector_number: job.job.sector_number,
             digest: job.digest,
         };
-        match self.ledger.register(&identity).await? {
+        let request_id = request_id.map(RequestId::as_str);
+        match self.ledger.register(&identity, request_id).await? {
             Registration::Mismatch => return Ok(Submitted::Mismatch),
             Registration::New => {}
             Registration::Known(Answer { state, leased, .. }) => match state {
@@ -335,7 +345,10 @@ impl Gateway {
             // A database outage while waiting is waited out like a slow proof.
             if let Ok(Some(Answer { state, .. })) = self.ledger.answer(job_id).await {
                 match state {
-                    AnswerState::Proved(proof) => return Waited::Proved(proof),
+                    AnswerState::Proved(proof) => {
+                        let times = self.proof_times(job_id).await;
+                        return Waited::Proved(proof, times);
+                    }
                     AnswerState::Failed { kind, message } if is_input_failure(&kind) => {
                         return Waited::Refused(format!("{kind}: {message}"))
                     }
@@ -352,6 +365,20 @@ impl Gateway {
             tokio::select! {
                 _ = tokio::time::sleep(POLL) => {}
                 _ = self.stop.cancelled() => return Waited::ShuttingDown,
+            }
+        }
+    }
+
+    /// How long a proved job took. The figures only inform the client: a database that
+    /// fails to give them now costs the reply its timings (zeros, logged), not its proof.
+    async fn proof_times(&self, job_id: &str) -> ProofTimes {
+        match self.ledger.proof_times(job_id).await {
+            Ok(Some(times)) => times,
+            Ok(None) => ProofTimes::default(),
+            Err(e) => {
+                tracing::warn!(job_id, error = %format!("{e:#}"),
+                    "gateway: the proof's times could not be read; answered without them");
+                ProofTimes::default()
             }
         }
     }

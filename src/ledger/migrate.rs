@@ -23,6 +23,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "kept params",
         include_str!("../../migrations/0005_kept_params.sql"),
     ),
+    (
+        6,
+        "requests",
+        include_str!("../../migrations/0006_requests.sql"),
+    ),
 ];
 
 /// Create `schema` if needed and bring it to the latest version.

@@ -17,8 +17,9 @@ use backon::{ExponentialBuilder, Retryable};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 
 use crate::config::LedgerConfig;
+use crate::schema::StageTimes;
 pub use fleet::{Announcement, KeptCircuit, SeenWorker, SEEN_RECENTLY};
-pub use submitted::{Cancellation, Registration, Totals};
+pub use submitted::{Cancellation, ProofTimes, Registration, Totals};
 
 fn manager_config() -> ManagerConfig {
     ManagerConfig {
@@ -376,7 +377,9 @@ impl Ledger {
         job_id: &str,
         proof: &[u8],
         timings_json: &str,
+        stages: &StageTimes,
     ) -> Result<RecordedProof> {
+        let stages_json = serde_json::to_string(stages).context("encoding the stage times")?;
         self.retrying(|| async {
             let row = self
                 .client()
@@ -387,6 +390,8 @@ impl Ledger {
                                      THEN proof ELSE $2 END,
                         timings = CASE WHEN proof IS NOT NULL AND status IN ('proved', 'published')
                                        THEN timings ELSE CAST($3::text AS jsonb) END,
+                        stage_ms = CASE WHEN proof IS NOT NULL AND status IN ('proved', 'published')
+                                        THEN stage_ms ELSE CAST($4::text AS jsonb) END,
                         proved_at = CASE WHEN proof IS NOT NULL AND status IN ('proved', 'published')
                                          THEN proved_at ELSE now() END,
                         status = CASE WHEN status IN ('published', 'cancelled') THEN status
@@ -394,7 +399,7 @@ impl Ledger {
                         proofs_computed = proofs_computed + 1, lease_until = NULL,
                         updated_at = now()
                      WHERE job_id = $1 RETURNING proof, status = 'cancelled'",
-                    &[&job_id, &proof, &timings_json],
+                    &[&job_id, &proof, &timings_json, &stages_json],
                 )
                 .await?
                 .context("the job's ledger row is gone")?;

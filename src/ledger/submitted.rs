@@ -4,6 +4,7 @@
 use anyhow::{Context, Result};
 
 use super::{Answer, JobIdentity, Ledger};
+use crate::schema::StageTimes;
 
 /// What the ledger says when a gateway registers a job it accepted.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,6 +32,36 @@ pub enum Cancellation {
     Unknown,
 }
 
+/// How long a proved job took, in milliseconds, as a gateway reports it (Curio's
+/// `AwaitProofResponse` fields). Every part is at most `total_ms`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProofTimes {
+    /// From submission to the recorded proof.
+    pub total_ms: u64,
+    /// Before the job entered a worker's proving pipeline: waiting in the queue, for the
+    /// worker's memory, for the job ahead, and the job's set-up (reading its input).
+    pub queue_wait_ms: u64,
+    /// The proving worker's figures; `proving_ms` the rest of `total_ms`.
+    pub stages: StageTimes,
+}
+
+impl ProofTimes {
+    /// From the time the ledger saw elapse and the worker's stage times. The two clocks are
+    /// different machines': the total is never less than the worker's own part.
+    pub fn new(elapsed_ms: u64, stages: StageTimes) -> ProofTimes {
+        let total_ms = elapsed_ms.max(stages.proving_ms);
+        ProofTimes {
+            total_ms,
+            queue_wait_ms: match stages.proving_ms {
+                // Nothing measured by the worker: the wait is not known.
+                0 => 0,
+                proving => total_ms - proving,
+            },
+            stages,
+        }
+    }
+}
+
 /// Jobs per state, over the whole ledger.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Totals {
@@ -45,8 +76,13 @@ pub struct Totals {
 }
 
 impl Ledger {
-    /// Record a job a gateway accepted, before it is enqueued.
-    pub async fn register(&self, id: &JobIdentity) -> Result<Registration> {
+    /// Record a job a gateway accepted, before it is enqueued, with the client's own name for
+    /// it (`request_id`, where the client gave one).
+    pub async fn register(
+        &self,
+        id: &JobIdentity,
+        request_id: Option<&str>,
+    ) -> Result<Registration> {
         let context = || format!("ledger: registering job {}", id.job_id);
         let miner = i64::try_from(id.miner_id)
             .context("the miner id does not fit the ledger")
@@ -54,7 +90,7 @@ impl Ledger {
         let sector = i64::try_from(id.sector_number)
             .context("the sector number does not fit the ledger")
             .with_context(context)?;
-        self.retrying(|| self.register_once(id, miner, sector))
+        self.retrying(|| self.register_once(id, request_id, miner, sector))
             .await
             .with_context(context)
     }
@@ -62,6 +98,7 @@ impl Ledger {
     async fn register_once(
         &self,
         id: &JobIdentity,
+        request_id: Option<&str>,
         miner: i64,
         sector: i64,
     ) -> Result<Registration> {
@@ -70,8 +107,8 @@ impl Ledger {
         let inserted = tx
             .execute(
                 "INSERT INTO jobs (job_id, kind, registered_proof, miner_id, sector_number,
-                                   c1_digest, status)
-                 VALUES ($1, $2, $3, $4, $5, $6, 'queued')
+                                   c1_digest, status, request_id, requested_at, submitted_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7, now(), now())
                  ON CONFLICT (job_id) DO NOTHING",
                 &[
                     &id.job_id,
@@ -80,6 +117,7 @@ impl Ledger {
                     &miner,
                     &sector,
                     &&id.digest[..],
+                    &request_id.map(str::as_bytes),
                 ],
             )
             .await?;
@@ -98,9 +136,17 @@ impl Ledger {
             tx.commit().await?;
             return Ok(Registration::Mismatch);
         }
+        // Asked for now: the job its request id names, among those sharing it.
+        tx.execute(
+            "UPDATE jobs SET requested_at = now(), request_id = coalesce(request_id, $2)
+             WHERE job_id = $1",
+            &[&id.job_id, &request_id.map(str::as_bytes)],
+        )
+        .await?;
         // Submitting a cancelled job again asks for it again.
         tx.execute(
             "UPDATE jobs SET cancelled_at = NULL, updated_at = now(),
+                    submitted_at = CASE WHEN proof IS NULL THEN now() ELSE submitted_at END,
                     status = CASE WHEN proof IS NOT NULL THEN 'proved' ELSE 'queued' END
              WHERE job_id = $1 AND status = 'cancelled'",
             &[&id.job_id],
@@ -122,7 +168,7 @@ impl Ledger {
                 .await?
                 .execute(
                     "UPDATE jobs SET status = 'queued', error_kind = NULL, error_message = NULL,
-                            updated_at = now()
+                            updated_at = now(), submitted_at = now()
                      WHERE job_id = $1 AND status = 'failed'",
                     &[&job_id],
                 )
@@ -131,6 +177,56 @@ impl Ledger {
         })
         .await
         .with_context(|| format!("ledger: queueing job {job_id} again"))
+    }
+
+    /// The job a client's request id names: of the jobs registered under it, the one asked
+    /// for last; `None` when no job was.
+    pub async fn job_for_request(&self, request_id: &str) -> Result<Option<String>> {
+        let row = self
+            .client()
+            .await?
+            .query_opt(
+                "SELECT job_id FROM jobs WHERE request_id = $1
+                 ORDER BY requested_at DESC NULLS LAST, job_id LIMIT 1",
+                &[&request_id.as_bytes()],
+            )
+            .await
+            .with_context(|| format!("ledger: the job of request id {request_id:?}"))?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    /// How long a proved job took, as its client is told; `None` until it is proved.
+    /// `total_ms` counts from when a gateway last put it on the queue (or when a worker first
+    /// took it, for a job that came another way) to its recorded proof, on the database's
+    /// clock; the stages are the proving worker's.
+    pub async fn proof_times(&self, job_id: &str) -> Result<Option<ProofTimes>> {
+        let row = self
+            .client()
+            .await?
+            .query_opt(
+                "SELECT stage_ms::text,
+                        (extract(epoch FROM proved_at - coalesce(submitted_at, created_at))
+                         * 1000)::bigint
+                 FROM jobs WHERE job_id = $1 AND proved_at IS NOT NULL",
+                &[&job_id],
+            )
+            .await
+            .with_context(|| format!("ledger: the times of {job_id}"))?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let stages: Option<String> = row.get(0);
+        let stages = match stages {
+            // Recorded by a worker that measured no stages.
+            None => StageTimes::default(),
+            Some(json) => serde_json::from_str(&json)
+                .with_context(|| format!("ledger: the stage times of {job_id}: {json}"))?,
+        };
+        let elapsed: Option<i64> = row.get(1);
+        Ok(Some(ProofTimes::new(
+            u64::try_from(elapsed.unwrap_or(0)).unwrap_or(0),
+            stages,
+        )))
     }
 
     /// Cancel a job that has not ended. A worker that fetches it later does not prove it; one

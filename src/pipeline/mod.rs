@@ -24,7 +24,7 @@ use tokio::sync::oneshot;
 
 use crate::groth16::Backend;
 use crate::job::ProofJob;
-use crate::schema::PartitionTiming;
+use crate::schema::{PartitionTiming, StageTimes};
 
 /// Urgent jobs that may wait for the urgent lane before a submitter blocks.
 const URGENT_WAITING: usize = 4;
@@ -73,6 +73,8 @@ pub struct Proved {
     /// When the job entered the pipeline (Unix ms): the origin of `timings`.
     pub origin_unix_ms: u64,
     pub verify_ms: u64,
+    /// The job's time by stage, verification included in `proving_ms`.
+    pub stages: StageTimes,
 }
 
 /// What a job's owner is told each time one of its partitions is proved, so its memory

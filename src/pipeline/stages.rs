@@ -20,7 +20,7 @@ use crate::groth16::{
     Assignment, Backend, CompactWitness, Multiexps, PackedWitness, Proof, R1cs, Srs, Witness,
 };
 use crate::job::{proof_bytes, ProofJob};
-use crate::schema::PartitionTiming;
+use crate::schema::{PartitionTiming, StageTimes};
 
 /// What every stage knows about the job a partition belongs to.
 pub(super) struct JobCtx {
@@ -32,6 +32,8 @@ pub(super) struct JobCtx {
     t0: Instant,
     /// `t0` as Unix time in milliseconds: lets timings of different jobs be compared.
     origin_unix_ms: u64,
+    /// Loading its parameters and recorded constraints, from `t0`.
+    srs_load_ms: u64,
     /// Which lane its partitions take to the GPU and through the finalizer.
     priority: Priority,
     failed: AtomicBool,
@@ -157,6 +159,7 @@ fn open_job(sub: Submission) -> Option<Arc<JobCtx>> {
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0);
     let loaded = guarded(Stage::Srs, || Ok((sub.job.srs()?, sub.job.r1cs()?)));
+    let srs_load_ms = t0.elapsed().as_millis() as u64;
     let (srs, r1cs) = match loaded {
         Ok(loaded) => loaded,
         Err(e) => {
@@ -173,6 +176,7 @@ fn open_job(sub: Submission) -> Option<Arc<JobCtx>> {
         partitions,
         t0,
         origin_unix_ms,
+        srs_load_ms,
         priority: sub.priority,
         failed: AtomicBool::new(false),
         progress: sub.progress,
@@ -825,11 +829,13 @@ pub(super) fn assemble(items: Receiver<AssembleItem>) {
             proof_bytes(&proofs)
         });
         let verify_ms = t.elapsed().as_millis() as u64;
+        let stages = StageTimes::of(&timings, ctx.srs_load_ms, ctx.ms());
         ctx.answer(verified.map(|proof| Proved {
             proof,
             timings,
             origin_unix_ms: ctx.origin_unix_ms,
             verify_ms,
+            stages,
         }));
     }
 }

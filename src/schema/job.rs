@@ -243,14 +243,18 @@ pub fn validate(job: JobV1, limits: &Limits) -> Result<DecodedJob, JobError> {
 /// The longest job id accepted.
 pub const MAX_JOB_ID_LEN: usize = 128;
 
-/// Job ids end up in AMQP headers, SQL rows and file names: keep them short and plain.
-fn validate_id(id: &str) -> Result<(), JobError> {
-    let ok = !id.is_empty()
+/// Job ids end up in AMQP headers, SQL rows and file names: short and plain, 1 to
+/// [`MAX_JOB_ID_LEN`] characters of `[A-Za-z0-9-_.:]`.
+pub fn is_valid_job_id(id: &str) -> bool {
+    !id.is_empty()
         && id.len() <= MAX_JOB_ID_LEN
         && id
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c));
-    if ok {
+            .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
+}
+
+fn validate_id(id: &str) -> Result<(), JobError> {
+    if is_valid_job_id(id) {
         Ok(())
     } else {
         Err(JobError::new(

@@ -12,7 +12,7 @@ pub mod result;
 pub use error::{ErrorKind, JobError};
 pub use job::{CanarySpec, DecodedJob, JobKind, JobV1};
 pub use limits::Limits;
-pub use result::{PartitionTiming, ResultV1, Status};
+pub use result::{PartitionTiming, ResultV1, StageTimes, Status};
 
 /// The schema version this worker reads and writes.
 pub const VERSION: u32 = 1;

@@ -37,6 +37,65 @@ pub struct PartitionTiming {
     pub finish_end_ms: u64,
 }
 
+/// Where one job's time went in the worker that proved it, in milliseconds: what a gateway
+/// reports to its client (Curio's `srs_load_ms`, `synthesis_ms`, `gpu_compute_ms`). A stage's
+/// figure is the wall time during which at least one of the job's partitions was in it, so
+/// that no figure exceeds `proving_ms` however many partitions overlapped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageTimes {
+    /// From the job entering the proving pipeline to its verified proof.
+    #[serde(default)]
+    pub proving_ms: u64,
+    /// Loading the circuit's parameters and recorded constraints for the job (near 0 when the
+    /// worker kept them loaded).
+    #[serde(default)]
+    pub srs_load_ms: u64,
+    /// Witness synthesis.
+    #[serde(default)]
+    pub synthesis_ms: u64,
+    /// The proving start: H's transforms and the G1 multiexps, on the GPU with the `cuda`
+    /// backend.
+    #[serde(default)]
+    pub start_ms: u64,
+}
+
+impl StageTimes {
+    /// The stage figures of a job whose partitions ran as `partitions` say.
+    pub fn of(partitions: &[PartitionTiming], srs_load_ms: u64, proving_ms: u64) -> StageTimes {
+        let synthesis = partitions
+            .iter()
+            .map(|t| (t.synth_start_ms, t.synth_end_ms));
+        let start = partitions
+            .iter()
+            .map(|t| (t.start_start_ms, t.start_end_ms));
+        StageTimes {
+            proving_ms,
+            srs_load_ms: srs_load_ms.min(proving_ms),
+            synthesis_ms: covered(synthesis).min(proving_ms),
+            start_ms: covered(start).min(proving_ms),
+        }
+    }
+}
+
+/// The length of the union of `[start, end)` spans.
+fn covered(spans: impl Iterator<Item = (u64, u64)>) -> u64 {
+    let mut spans: Vec<(u64, u64)> = spans.filter(|(a, b)| b > a).collect();
+    spans.sort_unstable();
+    let mut total = 0;
+    let mut open: Option<(u64, u64)> = None;
+    for (a, b) in spans {
+        open = match open {
+            Some((s, e)) if a <= e => Some((s, e.max(b))),
+            Some((s, e)) => {
+                total += e - s;
+                Some((a, b))
+            }
+            None => Some((a, b)),
+        };
+    }
+    total + open.map_or(0, |(s, e)| e - s)
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResultV1 {
     pub v: u32,
@@ -69,6 +128,10 @@ pub struct ResultV1 {
     /// there are no timings.
     #[serde(default)]
     pub timings_origin_ms: u64,
+    /// The job's time by stage, as the proving worker measured it (zero when the proof came
+    /// from the ledger, or from an older worker).
+    #[serde(default)]
+    pub stages: StageTimes,
 }
 
 /// The `job_id` of the result answering a message rejected as `duplicate_mismatch`: the job id it
@@ -91,6 +154,52 @@ impl ResultV1 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn partition(synth: (u64, u64), start: (u64, u64)) -> PartitionTiming {
+        PartitionTiming {
+            synth_start_ms: synth.0,
+            synth_end_ms: synth.1,
+            start_start_ms: start.0,
+            start_end_ms: start.1,
+            ..Default::default()
+        }
+    }
+
+    /// Overlapping partitions count once: the figures are wall time, never over the whole.
+    #[test]
+    fn stage_times_are_the_wall_time_covered() {
+        let partitions = [
+            partition((100, 400), (400, 500)),
+            partition((150, 450), (500, 600)),
+            partition((700, 800), (800, 900)),
+        ];
+        let t = StageTimes::of(&partitions, 90, 1000);
+        assert_eq!(
+            t,
+            StageTimes {
+                proving_ms: 1000,
+                srs_load_ms: 90,
+                synthesis_ms: 350 + 100,
+                start_ms: 200 + 100,
+            }
+        );
+        assert_eq!(StageTimes::of(&[], 5, 3).srs_load_ms, 3);
+        assert_eq!(covered([(5, 5), (9, 2)].into_iter()), 0);
+    }
+
+    /// A result of an older worker (no `stages`) still decodes, with zeros.
+    #[test]
+    fn stage_times_default_to_zero() {
+        let example = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/schemas/examples/result.failed.json"
+        );
+        let mut value: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(example).unwrap()).unwrap();
+        value.as_object_mut().unwrap().remove("stages");
+        let result: ResultV1 = serde_json::from_value(value).unwrap();
+        assert_eq!(result.stages, StageTimes::default());
+    }
 
     #[test]
     fn a_rejected_duplicate_has_an_identity_no_job_can_have() {

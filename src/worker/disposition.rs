@@ -12,7 +12,9 @@ use crate::broker::{headers, retry};
 use crate::classes::SizeClass;
 use crate::config::RetryConfig;
 use crate::schema::Status;
-use crate::schema::{self, result::ErrorInfo, ErrorKind, JobError, PartitionTiming, ResultV1};
+use crate::schema::{
+    self, result::ErrorInfo, ErrorKind, JobError, PartitionTiming, ResultV1, StageTimes,
+};
 
 /// A proof to answer the job with.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,6 +26,7 @@ pub(super) struct Proved {
     pub from_ledger: bool,
     pub timings: Vec<PartitionTiming>,
     pub timings_origin_ms: u64,
+    pub stages: StageTimes,
 }
 
 impl Proved {
@@ -35,6 +38,7 @@ impl Proved {
             from_ledger: true,
             timings: vec![],
             timings_origin_ms: 0,
+            stages: StageTimes::default(),
         }
     }
 }
@@ -220,6 +224,7 @@ fn answer(facts: &DeliveryFacts, worker: &str, proved: Proved) -> ResultV1 {
     result.from_ledger = proved.from_ledger;
     result.timings = proved.timings;
     result.timings_origin_ms = proved.timings_origin_ms;
+    result.stages = proved.stages;
     result
 }
 
@@ -242,6 +247,7 @@ fn result(facts: &DeliveryFacts, worker: &str, status: Status, attempts: u32) ->
         from_ledger: false,
         timings: vec![],
         timings_origin_ms: 0,
+        stages: StageTimes::default(),
     }
 }
 
@@ -306,6 +312,10 @@ mod tests {
             from_ledger: false,
             timings: vec![PartitionTiming::default()],
             timings_origin_ms: 99,
+            stages: StageTimes {
+                proving_ms: 50,
+                ..Default::default()
+            },
         };
         let Disposition::Publish { result } = dispose_(Outcome::Answer(proved), &facts(1)) else {
             panic!("not published")
@@ -319,6 +329,7 @@ mod tests {
         assert_eq!((result.worker.as_str(), result.attempts), ("w1", 2));
         assert!(!result.from_ledger);
         assert_eq!((result.timings.len(), result.timings_origin_ms), (1, 99));
+        assert_eq!(result.stages.proving_ms, 50);
         assert_eq!(result.error, None);
 
         let Disposition::Publish { result } =

@@ -443,7 +443,7 @@ impl Worker {
         let timings_json = serde_json::to_string(&proved.timings).unwrap_or_else(|_| "[]".into());
         let recorded = match self
             .ledger
-            .record_proof(&job.job_id, &proved.proof, &timings_json)
+            .record_proof(&job.job_id, &proved.proof, &timings_json, &proved.stages)
             .await
         {
             Ok(p) => p,
@@ -471,6 +471,7 @@ impl Worker {
             from_ledger: false,
             timings: proved.timings,
             timings_origin_ms: proved.origin_unix_ms,
+            stages: proved.stages,
         })
     }
 
