@@ -89,6 +89,17 @@ def submit_request(args, c1_path, sector, request_id, proof=None, priority=None,
     )
 
 
+def times(reply):
+    """The timings a reply carries, as Curio logs two of them (totalMs, gpuMs)."""
+    return {
+        "total_ms": reply.total_ms,
+        "queue_wait_ms": reply.queue_wait_ms,
+        "srs_load_ms": reply.srs_load_ms,
+        "synthesis_ms": reply.synthesis_ms,
+        "gpu_compute_ms": reply.gpu_compute_ms,
+    }
+
+
 def status_summary(stub, args):
     s = stub.GetStatus(pb.GetStatusRequest(), metadata=metadata(args), timeout=10)
     return {
@@ -150,11 +161,16 @@ def step_refusals(stub, args):
         submit_request(args, args.tampered, args.sector, "t-1"),
         metadata=metadata(args),
     )[0]
-    seen["bad_request_id"] = code_of(
+    seen["empty_request_id"] = code_of(
         stub.SubmitProof,
-        submit_request(args, args.c1, args.sector, "no spaces allowed"),
+        submit_request(args, args.c1, args.sector, ""),
         metadata=metadata(args),
-    )[0]
+    )
+    seen["long_request_id"] = code_of(
+        stub.SubmitProof,
+        submit_request(args, args.c1, args.sector, "é" * 257),
+        metadata=metadata(args),
+    )
     seen["too_large"] = code_of(
         stub.SubmitProof,
         submit_request(args, args.c1, args.sector, "big-1", vanilla=b"x" * (9 << 20)),
@@ -180,6 +196,9 @@ def step_refusals(stub, args):
     seen["snap"] = seen["snap"][0]
     seen["wrong_proof_detail"] = seen["wrong_proof"][1]
     seen["wrong_proof"] = seen["wrong_proof"][0]
+    for key in ("empty_request_id", "long_request_id"):
+        seen[key + "_detail"] = seen[key][1]
+        seen[key] = seen[key][0]
     return seen
 
 
@@ -235,9 +254,11 @@ def step_await(stub, args):
         return {"code": code, "detail": reply}
     return {
         "code": code,
+        "job_id": reply.job_id,
         "status": pb.AwaitProofResponse.Status.Name(reply.status),
         "proof": base64.b64encode(reply.proof).decode(),
         "error": reply.error_message,
+        "times": times(reply),
     }
 
 
@@ -251,6 +272,7 @@ def step_prove(stub, args):
         "status": pb.AwaitProofResponse.Status.Name(r.status),
         "proof": base64.b64encode(r.proof).decode(),
         "error": r.error_message,
+        "times": times(r),
     }
 
 
@@ -260,11 +282,12 @@ def cid_bytes(text):
     return base64.b32decode(body + "=" * (-len(body) % 8))
 
 
-def snap_request(args, request_id, as_json=False):
-    """A SnapDeals request as Curio sends one: the update proof's number, one vanilla
-    partition proof (bincode bytes) per entry of vanilla_proofs, the commitments as binary
-    CIDs. With as_json, the partition proofs go in vanilla_proof instead, as Go's
-    json.Marshal([][]byte) writes them."""
+def snap_request(args, request_id, as_json=False, proof_share=False):
+    """A SnapDeals request as Curio's ProveUpdateCuzk sends one: the update proof's number,
+    the sector size, one vanilla partition proof (bincode bytes) per entry of vanilla_proofs,
+    the commitments as binary CIDs. With as_json, the partition proofs go in vanilla_proof
+    instead, as Go's json.Marshal([][]byte) writes them. With proof_share, as Curio's
+    proof-share computeSnap sends it: no sector size, the commitments as their 32 bytes."""
     with open(args.snap) as f:
         update = json.load(f)
     numbers = ["StackedDrg2KiBV1", "StackedDrg8MiBV1", "StackedDrg512MiBV1",
@@ -281,6 +304,10 @@ def snap_request(args, request_id, as_json=False):
         new_sealed_cid=cid_bytes(update["comm_r_new"]),
         new_unsealed_cid=cid_bytes(update["comm_d_new"]),
     )
+    if proof_share:
+        req.sector_size = 0
+        for field in ("sector_key_cid", "new_sealed_cid", "new_unsealed_cid"):
+            setattr(req, field, getattr(req, field)[-32:])
     if as_json:
         req.vanilla_proof = json.dumps(update["vanilla_proofs"]).encode()
     else:
@@ -303,11 +330,23 @@ def step_prove_snap(stub, args):
     both = snap_request(args, args.request_id + "-both")
     both.vanilla_proof = snap_request(args, "", as_json=True).vanilla_proof
     refused_both = code_of(stub.SubmitProof, both, metadata=metadata(args))
+    share = stub.Prove(
+        pb.ProveRequest(submit=snap_request(args, args.share_request_id, proof_share=True)),
+        metadata=metadata(args), timeout=600,
+    ).result
     return {
         "job_id": r.job_id,
         "status": pb.AwaitProofResponse.Status.Name(r.status),
         "proof": base64.b64encode(r.proof).decode(),
         "error": r.error_message,
+        "times": times(r),
+        "share": {
+            "job_id": share.job_id,
+            "status": pb.AwaitProofResponse.Status.Name(share.status),
+            "proof": base64.b64encode(share.proof).decode(),
+            "error": share.error_message,
+            "times": times(share),
+        },
         "json_form_job_id": as_json.job_id,
         "swapped": refused[0],
         "swapped_detail": refused[1] if refused[0] != "OK" else "",
@@ -351,9 +390,10 @@ def post_request(path, request_id, truncate=False):
 
 
 def step_prove_post(stub, args):
-    """Two WindowPoSt partitions of one deadline under one request id (as Curio sends every
-    partition of a deadline), each proved in one call; the first sent again; a WinningPoSt;
-    and the first with a truncated vanilla proof, refused. Proofs in base64."""
+    """Two WindowPoSt partitions of one deadline under one request id, each proved in one
+    call; the first sent again, to a second gateway when --addr2 names one; awaited and
+    cancelled by the request id; a WinningPoSt; and the first with a truncated vanilla proof,
+    refused. Proofs in base64."""
     paths = args.post.split(",")
     request_id = args.request_id
     out = {"partitions": []}
@@ -366,16 +406,32 @@ def step_prove_post(stub, args):
             "status": pb.AwaitProofResponse.Status.Name(r.status),
             "proof": base64.b64encode(r.proof).decode(),
             "error": r.error_message,
+            "times": times(r),
         })
-    again = stub.SubmitProof(post_request(paths[0], request_id), metadata=metadata(args),
-                             timeout=60)
+    other = stub
+    if args.addr2:
+        other = rpc.ProvingEngineStub(grpc.insecure_channel(args.addr2))
+    again = other.SubmitProof(post_request(paths[0], request_id), metadata=metadata(args),
+                              timeout=60)
     out["again_job_id"] = again.job_id
-    winning = stub.Prove(pb.ProveRequest(submit=post_request(paths[2], "winpost-1000-" + request_id)),
+    awaited = stub.AwaitProof(pb.AwaitProofRequest(job_id=request_id, timeout_ms=10000),
+                              metadata=metadata(args))
+    out["awaited_by_request_id"] = {
+        "job_id": awaited.job_id,
+        "status": pb.AwaitProofResponse.Status.Name(awaited.status),
+        "times": times(awaited),
+    }
+    out["cancelled_by_request_id"] = code_of(
+        stub.CancelProof, pb.CancelProofRequest(job_id=request_id), metadata=metadata(args)
+    )[0]
+    winning = stub.Prove(pb.ProveRequest(submit=post_request(paths[2], args.winning_request_id)),
                          metadata=metadata(args), timeout=600).result
     out["winning"] = {
+        "job_id": winning.job_id,
         "status": pb.AwaitProofResponse.Status.Name(winning.status),
         "proof": base64.b64encode(winning.proof).decode(),
         "error": winning.error_message,
+        "times": times(winning),
     }
     code, detail = code_of(stub.SubmitProof, post_request(paths[0], request_id + "-cut", truncate=True),
                            metadata=metadata(args))
@@ -423,6 +479,9 @@ def main():
     p.add_argument("--other-sector", type=int, default=0)
     p.add_argument("--proof", type=int, default=5, help="registered proof number (5: 2 KiB V1_1)")
     p.add_argument("--request-id", default="")
+    p.add_argument("--share-request-id", default="", help="prove-snap: the proof-share request")
+    p.add_argument("--winning-request-id", default="", help="prove-post: the WinningPoSt's")
+    p.add_argument("--addr2", default="", help="prove-post: a second gateway")
     p.add_argument("--priority", default="NORMAL")
     args = p.parse_args()
     with channel(args) as ch:

@@ -10,6 +10,11 @@
 //! - a `HIGH` job submitted after a `NORMAL` one is proved first;
 //! - `Prove` proves a sector in one call, as Curio calls it (the cancelled job, asked for
 //!   again), and answers a proved one from the ledger;
+//! - Curio's own request ids and C1 wrapper, rendered by Go (`tests/curio_requests.go`):
+//!   PoRep, proof-share PoRep, SnapDeals and proof-share SnapDeals, two WindowPoSt partitions
+//!   under one id (`wdpost-1000-0-[…]`, not a job id), the first again on a second gateway,
+//!   awaited and cancelled by the request id, WinningPoSt; every proof's reply with its
+//!   timings;
 //! - `GetStatus`, `GetMetrics` and `PreloadSRS` answer for the fleet;
 //! - the door speaks TLS with the configured certificate.
 
@@ -68,6 +73,136 @@ fn sector(dir: &Path, number: u64) -> Sector {
     Sector { number, sealed, c1 }
 }
 
+/// What Curio sends for these sectors and randomness, as Curio's Go code renders it.
+#[derive(Debug, PartialEq, Eq, serde::Deserialize)]
+struct CurioRequests {
+    porep: Vec<String>,
+    snap: Vec<String>,
+    ps_porep: Vec<String>,
+    ps_snap: Vec<String>,
+    wdpost: Option<String>,
+    winpost: Option<String>,
+}
+
+/// Curio's inputs for one test: its request ids for `sectors` (proof-share task 7, WindowPoSt
+/// partition 0) and the given randomness, and each `(c1, sector, out)` wrapped as Curio wraps
+/// a C1 output. Rendered by Go itself (`tests/curio_requests.go`) where `go` is installed
+/// (CI installs it), and always by [`render_curio_requests`] too, which must agree.
+fn curio_requests(
+    sectors: &[u64],
+    window: Option<&str>,
+    winning: Option<&str>,
+    wrap: &[(&Path, u64, &Path)],
+) -> CurioRequests {
+    let rendered = render_curio_requests(sectors, window, winning, wrap);
+    let Ok(go) = Command::new("go").arg("version").output() else {
+        eprintln!("no Go toolchain: Curio's request ids are rendered in Rust only");
+        return rendered;
+    };
+    assert!(go.status.success());
+    let join = |v: Vec<String>| v.join(",");
+    let out = Command::new("go")
+        .arg("run")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/curio_requests.go"
+        ))
+        .arg(format!("-miner={MINER}"))
+        .arg(format!(
+            "-sectors={}",
+            join(sectors.iter().map(u64::to_string).collect())
+        ))
+        .arg(format!("-window-randomness={}", window.unwrap_or("")))
+        .arg(format!("-winning-randomness={}", winning.unwrap_or("")))
+        .arg(format!(
+            "-wrap={}",
+            join(
+                wrap.iter()
+                    .map(|(c1, n, out)| format!("{}:{n}:2048:{}.go", c1.display(), out.display()))
+                    .collect()
+            )
+        ))
+        .output()
+        .expect("go run tests/curio_requests.go");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let from_go: CurioRequests = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(from_go, rendered, "Go renders Curio's requests otherwise");
+    for (_, _, out) in wrap {
+        let go_path = format!("{}.go", out.display());
+        assert_eq!(
+            std::fs::read(&go_path).unwrap(),
+            std::fs::read(out).unwrap(),
+            "Go wraps the C1 output otherwise"
+        );
+    }
+    from_go
+}
+
+/// The same as Go renders it: `%d` of an integer is its decimal digits; `%d` of the byte slice
+/// `randomness[:8]` its bytes in decimal, space-separated in brackets; `%x` of it lower-case
+/// hex (Curio's `lib/ffi/cuzk_funcs.go`: PoRepSnarkCuzk, ProveUpdateCuzk, WindowPoStCuzk,
+/// WinningPoStCuzk; `tasks/proofshare/task_prove.go`: computePoRep, computeSnap). A C1 output
+/// is wrapped as `wrapC1Output` marshals `c1OutputWrapper`: `SectorNum`, `Phase1Out` in
+/// base64, `SectorSize`, in that order, no spaces.
+fn render_curio_requests(
+    sectors: &[u64],
+    window: Option<&str>,
+    winning: Option<&str>,
+    wrap: &[(&Path, u64, &Path)],
+) -> CurioRequests {
+    let first8 = |hex_text: &str| hex::decode(hex_text).unwrap()[..8].to_vec();
+    let each = |f: &dyn Fn(u64) -> String| sectors.iter().map(|&n| f(n)).collect();
+    for (c1, sector, out) in wrap {
+        let c1 = std::fs::read(c1).unwrap();
+        let phase1 = base64::engine::general_purpose::STANDARD.encode(c1);
+        let wrapped =
+            format!(r#"{{"SectorNum":{sector},"Phase1Out":"{phase1}","SectorSize":2048}}"#);
+        std::fs::write(out, wrapped).unwrap();
+    }
+    CurioRequests {
+        porep: each(&|n| format!("porep-{MINER}-{n}")),
+        snap: each(&|n| format!("snap-{MINER}-{n}")),
+        ps_porep: each(&|n| format!("ps-porep-{MINER}-{n}-7")),
+        ps_snap: each(&|n| format!("ps-snap-{MINER}-{n}-7")),
+        wdpost: window.map(|r| {
+            let bytes: Vec<String> = first8(r).iter().map(u8::to_string).collect();
+            format!("wdpost-{MINER}-0-[{}]", bytes.join(" "))
+        }),
+        winpost: winning.map(|r| format!("winpost-{MINER}-{}", hex::encode(first8(r)))),
+    }
+}
+
+/// The timings of a proof's reply: filled, and no part over the total.
+fn assert_times(what: &str, report: &Value) {
+    let t = &report["times"];
+    eprintln!("{what}: {t}");
+    let ms = |field: &str| {
+        t[field]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{what}: {field}: {t}"))
+    };
+    let total = ms("total_ms");
+    assert!(total > 0, "{what}: {t}");
+    assert!(ms("synthesis_ms") > 0, "{what}: {t}");
+    assert!(ms("gpu_compute_ms") > 0, "{what}: {t}");
+    for part in [
+        "queue_wait_ms",
+        "srs_load_ms",
+        "synthesis_ms",
+        "gpu_compute_ms",
+    ] {
+        assert!(ms(part) <= total, "{what}: {part} over total_ms: {t}");
+    }
+    assert!(
+        ms("queue_wait_ms") + ms("srs_load_ms") <= total,
+        "{what}: the wait and the load add up to more than the total: {t}"
+    );
+}
+
 fn proof_of(report: &Value) -> Vec<u8> {
     base64::engine::general_purpose::STANDARD
         .decode(report["proof"].as_str().unwrap())
@@ -86,6 +221,18 @@ async fn curio_proving_engine_calls_reach_the_fleet() {
     tampered["seed"][0] = ((seed + 1) % 256).into();
     let tampered_path = dir.join("tampered.json");
     std::fs::write(&tampered_path, serde_json::to_vec(&tampered).unwrap()).unwrap();
+    // Curio's PoRep requests: its ids for sectors 41..=44 and each C1 wrapped as it wraps one.
+    let wrapped = |s: &Sector| dir.join(format!("curio-c1-{}.json", s.number));
+    let (wa, wb, wc) = (wrapped(&a), wrapped(&b), wrapped(&c));
+    let curio = curio_requests(
+        &[41, 42, 43, 44],
+        None,
+        None,
+        &[(&a.c1, 41, &wa), (&b.c1, 42, &wb), (&c.c1, 43, &wc)],
+    );
+    let (porep_a, porep_c) = (curio.porep[0].clone(), curio.porep[2].clone());
+    // Sector 42 comes as a proof-share request.
+    let share_b = curio.ps_porep[1].clone();
 
     let mut cfg = env.config.clone();
     cfg.gateway.http_listen = "127.0.0.1:0".into();
@@ -103,6 +250,19 @@ async fn curio_proving_engine_calls_reach_the_fleet() {
     };
     let with = |s: &Sector, extra: &[&str]| {
         let mut v = sector_args(s);
+        v.extend(extra.iter().map(|x| x.to_string()));
+        v
+    };
+    // A sector's C1 as Curio sends it, under a request id of Curio's.
+    let as_curio = |s: &Sector, wrapped: &Path, request_id: &str, extra: &[&str]| {
+        let mut v = vec![
+            "--c1".to_string(),
+            wrapped.display().to_string(),
+            "--sector".to_string(),
+            s.number.to_string(),
+            "--request-id".to_string(),
+            request_id.to_string(),
+        ];
         v.extend(extra.iter().map(|x| x.to_string()));
         v
     };
@@ -126,7 +286,8 @@ async fn curio_proving_engine_calls_reach_the_fleet() {
         ("not_json", "INVALID_ARGUMENT"),
         ("other_sector", "INVALID_ARGUMENT"),
         ("tampered", "INVALID_ARGUMENT"),
-        ("bad_request_id", "INVALID_ARGUMENT"),
+        ("empty_request_id", "INVALID_ARGUMENT"),
+        ("long_request_id", "INVALID_ARGUMENT"),
         ("too_large", "OUT_OF_RANGE"),
         ("await_unknown", "NOT_FOUND"),
         ("cancel_unknown", "NOT_FOUND"),
@@ -151,6 +312,20 @@ async fn curio_proving_engine_calls_reach_the_fleet() {
             .contains("registered_proof says StackedDrg32GiBV1_1"),
         "{seen}"
     );
+    assert!(
+        seen["empty_request_id_detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("request_id is empty"),
+        "{seen}"
+    );
+    assert!(
+        seen["long_request_id_detail"]
+            .as_str()
+            .unwrap()
+            .contains("request_id is 514 bytes: at most 512"),
+        "{seen}"
+    );
     let broker = env.broker().await;
     let class_queue = format!("{}.jobs.porep-2k", env.prefix);
     let urgent_queue = format!("{class_queue}.urgent");
@@ -160,23 +335,23 @@ async fn curio_proving_engine_calls_reach_the_fleet() {
         "a refusal was enqueued"
     );
 
-    // No worker yet. Job B is submitted and cancelled; its id cannot be reused for another
-    // payload.
+    // No worker yet. Job B (a proof-share request) is submitted and cancelled; its id cannot
+    // be reused for another payload.
     let report = run(
         "submit-cancel",
-        with(
+        as_curio(
             &b,
+            &wb,
+            &share_b,
             &[
-                "--request-id",
-                "curio-b",
                 "--other-c1",
-                &a.c1.display().to_string(),
+                &wa.display().to_string(),
                 "--other-sector",
                 &a.number.to_string(),
             ],
         ),
     );
-    assert_eq!(report["job_id"], "curio-b", "{report}");
+    assert_eq!(report["job_id"], share_b.as_str(), "{report}");
     assert_eq!(report["reused_id"], "ALREADY_EXISTS", "{report}");
     assert_eq!(
         report["status_before_cancel"]["queues"]["porep-2k"][0], 1,
@@ -186,11 +361,11 @@ async fn curio_proving_engine_calls_reach_the_fleet() {
     assert_eq!(report["await"], "CANCELLED", "{report}");
 
     // Job A (NORMAL) and then job C (HIGH) are submitted; awaited briefly, they time out.
-    let report = run("submit", with(&a, &["--request-id", "curio-a"]));
+    let report = run("submit", as_curio(&a, &wa, &porep_a, &[]));
     assert_eq!(report["await"], "TIMEOUT", "{report}");
     let report = run(
         "submit",
-        with(&c, &["--request-id", "curio-c", "--priority", "HIGH"]),
+        as_curio(&c, &wc, &porep_c, &["--priority", "HIGH"]),
     );
     assert_eq!(report["await"], "TIMEOUT", "{report}");
     assert_eq!(depth(&broker, &class_queue).await, 2, "B and A wait");
@@ -201,7 +376,7 @@ async fn curio_proving_engine_calls_reach_the_fleet() {
     let waiting = client_command(
         "await",
         &addr,
-        &[&args[0], &args[1], "--request-id", "curio-a"],
+        &[&args[0], &args[1], "--request-id", &porep_a],
     )
     .stdout(std::process::Stdio::piped())
     .spawn()
@@ -226,13 +401,14 @@ async fn curio_proving_engine_calls_reach_the_fleet() {
     let mut one_ahead = env.config.clone();
     one_ahead.pipeline.prefetch = Some(1);
     let worker = env.spawn_worker_with("w", &one_ahead);
-    let report = run("await", with(&a, &["--request-id", "curio-a"]));
+    let report = run("await", with(&a, &["--request-id", &porep_a]));
     assert_eq!(report["status"], "COMPLETED", "{report}");
+    assert_times("A", &report);
     assert!(
         common::verify_seal(&a.sealed, &proof_of(&report)),
         "A's proof does not verify"
     );
-    let report = run("await", with(&c, &["--request-id", "curio-c"]));
+    let report = run("await", with(&c, &["--request-id", &porep_c]));
     assert_eq!(report["status"], "COMPLETED", "{report}");
     assert!(
         common::verify_seal(&c.sealed, &proof_of(&report)),
@@ -247,11 +423,11 @@ async fn curio_proving_engine_calls_reach_the_fleet() {
         .collect();
     assert_eq!(
         proving,
-        ["curio-c", "curio-a"],
+        [porep_c.as_str(), porep_a.as_str()],
         "the urgent job first, B not at all"
     );
     let ledger = env.ledger().await;
-    let row = ledger.get("curio-b").await.unwrap().unwrap();
+    let row = ledger.get(&share_b).await.unwrap().unwrap();
     assert_eq!((row.status.as_str(), row.proofs_computed), ("cancelled", 0));
 
     // `c2q status` shows the cancellation.
@@ -264,22 +440,19 @@ async fn curio_proving_engine_calls_reach_the_fleet() {
     assert!(status.contains("cancelled"), "{status}");
 
     // Prove in one call, as Curio does: the cancelled B, asked for again, is proved; A again
-    // is answered from the ledger.
-    let report = run("prove", with(&b, &["--request-id", "curio-b"]));
+    // is answered from the ledger, with the times of its proof.
+    let report = run("prove", as_curio(&b, &wb, &share_b, &[]));
     assert_eq!(report["status"], "COMPLETED", "{report}");
     assert!(
         common::verify_seal(&b.sealed, &proof_of(&report)),
         "B's proof does not verify"
     );
-    let report = run("prove", with(&a, &["--request-id", "curio-a"]));
+    assert_times("B", &report);
+    let report = run("prove", as_curio(&a, &wa, &porep_a, &[]));
     assert_eq!(report["status"], "COMPLETED", "{report}");
+    assert_times("A again", &report);
     assert_eq!(
-        ledger
-            .get("curio-a")
-            .await
-            .unwrap()
-            .unwrap()
-            .proofs_computed,
+        ledger.get(&porep_a).await.unwrap().unwrap().proofs_computed,
         1
     );
 
@@ -296,14 +469,28 @@ async fn curio_proving_engine_calls_reach_the_fleet() {
             "--sector".into(),
             "44".into(),
             "--request-id".into(),
-            "curio-snap".into(),
+            curio.snap[3].clone(),
+            "--share-request-id".into(),
+            curio.ps_snap[3].clone(),
         ],
     );
     assert_eq!(report["status"], "COMPLETED", "{report}");
+    assert_eq!(report["job_id"], curio.snap[3].as_str(), "{report}");
     assert!(
         common::verify_update(&update, &proof_of(&report)),
         "the SnapDeals proof does not verify"
     );
+    assert_times("SnapDeals", &report);
+    // The same update as Curio's proof share sends it (no sector size, the commitments as
+    // their 32 bytes) is a job of its own.
+    let share = &report["share"];
+    assert_eq!(share["status"], "COMPLETED", "{report}");
+    assert_eq!(share["job_id"], curio.ps_snap[3].as_str(), "{report}");
+    assert!(
+        common::verify_update(&update, &proof_of(share)),
+        "the proof-share SnapDeals proof does not verify"
+    );
+    assert_times("proof-share SnapDeals", share);
     assert_eq!(report["json_form_job_id"], report["job_id"], "{report}");
     assert_eq!(report["swapped"], "INVALID_ARGUMENT", "{report}");
     assert!(
@@ -353,19 +540,65 @@ async fn curio_proving_engine_calls_reach_the_fleet() {
         .map(|p| p.display().to_string())
         .collect::<Vec<_>>()
         .join(",");
+    let randomness = |input: &Path| -> String {
+        let json: Value = serde_json::from_slice(&std::fs::read(input).unwrap()).unwrap();
+        json["randomness"].as_str().unwrap().to_string()
+    };
+    let post_ids = curio_requests(
+        &[],
+        Some(&randomness(&inputs[0])),
+        Some(&randomness(&inputs[2])),
+        &[],
+    );
+    let (wdpost, winpost) = (post_ids.wdpost.unwrap(), post_ids.winpost.unwrap());
+    assert!(wdpost.contains(" ") && wdpost.ends_with(']'), "{wdpost}");
+    // A second gateway, to which the first partition is sent again: the same job.
+    let gw3 = env.spawn_gateway("gw3", &cfg, Some(TOKEN));
+    let addr3 = gw3.logged_addr("gateway grpc listening").await;
     let report = run(
         "prove-post",
         vec![
             "--post".into(),
             joined,
             "--request-id".into(),
-            "wdpost-1000-0-0011223344556677".into(),
+            wdpost.clone(),
+            "--winning-request-id".into(),
+            winpost.clone(),
+            "--addr2".into(),
+            addr3,
         ],
     );
+    drop(gw3);
     let partitions = report["partitions"].as_array().unwrap();
     assert_eq!(partitions.len(), 2, "{report}");
     assert_ne!(partitions[0]["job_id"], partitions[1]["job_id"], "{report}");
+    for p in partitions {
+        let job_id = p["job_id"].as_str().unwrap();
+        assert!(
+            job_id.starts_with("wdpost-1000-0-_") && job_id.len() <= 128,
+            "{report}"
+        );
+        assert_times("WindowPoSt", p);
+    }
     assert_eq!(report["again_job_id"], partitions[0]["job_id"], "{report}");
+    // Awaited and cancelled by Curio's request id: the partition asked for last, which has
+    // ended.
+    let awaited = &report["awaited_by_request_id"];
+    assert_eq!(awaited["job_id"], partitions[0]["job_id"], "{report}");
+    assert_eq!(awaited["status"], "COMPLETED", "{report}");
+    assert_times("WindowPoSt awaited by request id", awaited);
+    assert_eq!(
+        report["cancelled_by_request_id"], "FAILED_PRECONDITION",
+        "{report}"
+    );
+    assert!(
+        report["winning"]["job_id"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("{winpost}-")),
+        "{report}"
+    );
+    assert_times("WinningPoSt", &report["winning"]);
     let verify = |input: &Path, proof: &Value| {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(proof.as_str().unwrap())
@@ -486,6 +719,7 @@ async fn the_grpc_door_speaks_tls_with_its_certificate() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_ledger_cancels_queued_and_running_jobs_and_revives_them_when_submitted_again() {
     use c2q::ledger::{AnswerState, Cancellation, Claim, Holder, JobIdentity, Registration};
+    use c2q::schema::StageTimes;
 
     let env = Env::new("gwledger");
     let ledger = env.ledger().await;
@@ -507,9 +741,18 @@ async fn the_ledger_cancels_queued_and_running_jobs_and_revives_them_when_submit
         other => panic!("{other:?}"),
     };
 
-    assert_eq!(ledger.register(&id(1)).await.unwrap(), Registration::New);
     assert_eq!(
-        ledger.register(&id(2)).await.unwrap(),
+        ledger
+            .register(&id(1), Some("the client's q 1"))
+            .await
+            .unwrap(),
+        Registration::New
+    );
+    assert_eq!(
+        ledger
+            .register(&id(2), Some("the client's q 1"))
+            .await
+            .unwrap(),
         Registration::Mismatch
     );
     assert_eq!(
@@ -528,7 +771,12 @@ async fn the_ledger_cancels_queued_and_running_jobs_and_revives_them_when_submit
     assert_eq!(answer.state, AnswerState::Cancelled);
 
     assert_eq!(
-        state(ledger.register(&id(1)).await.unwrap()),
+        state(
+            ledger
+                .register(&id(1), Some("the client's q 1"))
+                .await
+                .unwrap()
+        ),
         AnswerState::Pending
     );
     assert_eq!(
@@ -540,13 +788,27 @@ async fn the_ledger_cancels_queued_and_running_jobs_and_revives_them_when_submit
         Cancellation::Cancelled { was_running: true }
     );
     assert!(ledger.renew_lease("q-1", &holder).await.unwrap());
-    let recorded = ledger.record_proof("q-1", b"proof", "[]").await.unwrap();
+    let stages = StageTimes {
+        proving_ms: 900,
+        srs_load_ms: 100,
+        synthesis_ms: 500,
+        start_ms: 300,
+    };
+    let recorded = ledger
+        .record_proof("q-1", b"proof", "[]", &stages)
+        .await
+        .unwrap();
     assert!(recorded.cancelled);
     let answer = ledger.answer("q-1").await.unwrap().unwrap();
     assert_eq!(answer.state, AnswerState::Cancelled);
 
     assert_eq!(
-        state(ledger.register(&id(1)).await.unwrap()),
+        state(
+            ledger
+                .register(&id(1), Some("the client's q 1"))
+                .await
+                .unwrap()
+        ),
         AnswerState::Proved(b"proof".to_vec())
     );
     assert_eq!(
@@ -558,5 +820,44 @@ async fn the_ledger_cancels_queued_and_running_jobs_and_revives_them_when_submit
     assert_eq!(ledger.cancel("never").await.unwrap(), Cancellation::Unknown);
     let totals = ledger.totals().await.unwrap();
     assert_eq!((totals.proved, totals.cancelled), (1, 0));
+
+    // The proof's times: the worker's stages, and the total on the ledger's clock, never less
+    // than the worker's part; the wait is the rest.
+    let times = ledger.proof_times("q-1").await.unwrap().unwrap();
+    assert_eq!(times.stages, stages);
+    assert!(times.total_ms >= stages.proving_ms, "{times:?}");
+    assert_eq!(times.queue_wait_ms, times.total_ms - stages.proving_ms);
+    assert_eq!(ledger.proof_times("never").await.unwrap(), None);
+
+    // A request id names the job asked for last under it: a second job registered under the
+    // same request id (another PoSt partition) is the one it names, until the first is asked
+    // for again.
+    let mut other = id(3);
+    other.job_id = "q-2".into();
+    assert_eq!(
+        ledger
+            .register(&other, Some("the client's q 1"))
+            .await
+            .unwrap(),
+        Registration::New
+    );
+    let named = || async { ledger.job_for_request("the client's q 1").await.unwrap() };
+    assert_eq!(named().await.as_deref(), Some("q-2"));
+    ledger
+        .register(&id(1), Some("the client's q 1"))
+        .await
+        .unwrap();
+    assert_eq!(named().await.as_deref(), Some("q-1"));
+    assert_eq!(ledger.job_for_request("q-1").await.unwrap(), None);
+    // Any text is a request id, a NUL and brackets too.
+    let mut third = id(4);
+    third.job_id = "q-3".into();
+    let odd = "wdpost-1-0-[1 2]\u{0}é";
+    ledger.register(&third, Some(odd)).await.unwrap();
+    assert_eq!(
+        ledger.job_for_request(odd).await.unwrap().as_deref(),
+        Some("q-3")
+    );
+    assert_eq!(ledger.proof_times("q-2").await.unwrap(), None, "not proved");
     env.cleanup().await;
 }
