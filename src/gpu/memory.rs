@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, bail, Context, Result};
+use blstrs::Scalar as Fr;
 use cudarc::driver::result as dres;
 use cudarc::driver::sys as dsys;
 use cudarc::driver::CudaContext;
@@ -228,8 +229,8 @@ static PAGE_LOCKED: Mutex<Vec<std::ops::Range<usize>>> = Mutex::new(Vec::new());
 static LOCKING: Mutex<()> = Mutex::new(());
 
 /// Whether all of `bytes` lies in one page-locked range.
-fn is_page_locked(bytes: &[u8]) -> bool {
-    let range = bytes.as_ptr_range();
+fn is_page_locked<T>(data: &[T]) -> bool {
+    let range = data.as_ptr_range();
     let (start, end) = (range.start as usize, range.end as usize);
     PAGE_LOCKED
         .lock()
@@ -249,20 +250,34 @@ impl Drop for PageLocked {
     }
 }
 
+/// Element types that cross between host and device memory as raw bytes: integers, with no
+/// padding, no pointers, and every bit pattern a valid value, so that viewing them as bytes
+/// (an upload) or filling them with any bytes (a download) is sound. Sealed: no other type can
+/// claim it.
+pub trait DeviceWord: Copy + Send + Sync + 'static + sealed::Sealed {}
+
+impl DeviceWord for u32 {}
+impl DeviceWord for u64 {}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for u32 {}
+    impl Sealed for u64 {}
+}
+
 impl Gpu {
     /// Page-locks `data` for copies to every GPU (cuMemHostRegister, portable); `None` where
     /// it is page-locked already. The caller keeps the guard for as long as `data` lives.
-    pub fn page_lock<T: Copy>(&self, data: &[T]) -> Result<Option<PageLocked>> {
+    /// Only the address range of `data` is registered: nothing is read through `T`.
+    pub fn page_lock<T>(&self, data: &[T]) -> Result<Option<PageLocked>> {
         let bytes = std::mem::size_of_val(data);
         if bytes == 0 {
             return Ok(None);
         }
-        // SAFETY: the byte view covers exactly `data`.
-        let view = unsafe { std::slice::from_raw_parts(data.as_ptr() as *const u8, bytes) };
         let _locking = LOCKING
             .lock()
             .map_err(|_| anyhow!("page-locking poisoned"))?;
-        if is_page_locked(view) {
+        if is_page_locked(data) {
             return Ok(None);
         }
         self.bind()?;
@@ -425,7 +440,7 @@ impl Gpu {
     /// Allocate `len` elements of `T` (uninitialised): a block set aside, or a kept block inside
     /// a `KeepFreed` scope, else a new one; where that finds no room, the blocks held for reuse
     /// are freed first.
-    pub fn alloc<T: Copy>(&self, len: usize) -> Result<DevBuf<T>> {
+    pub fn alloc<T: DeviceWord>(&self, len: usize) -> Result<DevBuf<T>> {
         self.bind()?;
         let bytes = len.max(1) * std::mem::size_of::<T>();
         let pool = &self.memory.pool;
@@ -455,7 +470,7 @@ impl Gpu {
     }
 
     /// `block` as a buffer of `len` elements.
-    fn buf_at<T: Copy>(&self, block: Block, len: usize) -> DevBuf<T> {
+    fn buf_at<T: DeviceWord>(&self, block: Block, len: usize) -> DevBuf<T> {
         DevBuf {
             ptr: block.ptr,
             len,
@@ -513,17 +528,17 @@ impl Gpu {
     }
 
     /// Allocate and fill with zero bytes.
-    pub fn alloc_zeroed<T: Copy>(&self, len: usize) -> Result<DevBuf<T>> {
+    pub fn alloc_zeroed<T: DeviceWord>(&self, len: usize) -> Result<DevBuf<T>> {
         let buf = self.alloc::<T>(len)?;
         self.memset_zero(&buf)?;
         Ok(buf)
     }
 
-    pub fn memset_zero<T: Copy>(&self, buf: &DevBuf<T>) -> Result<()> {
+    pub fn memset_zero<T: DeviceWord>(&self, buf: &DevBuf<T>) -> Result<()> {
         self.memset_zero_in(Lane::Main, buf)
     }
 
-    pub fn memset_zero_in<T: Copy>(&self, lane: Lane, buf: &DevBuf<T>) -> Result<()> {
+    pub fn memset_zero_in<T: DeviceWord>(&self, lane: Lane, buf: &DevBuf<T>) -> Result<()> {
         self.bind()?;
         // SAFETY: the range lies inside `buf`; ordered on the lane's stream.
         unsafe { dres::memset_d8_async(buf.ptr, 0, buf.bytes, self.lane(lane).cu_stream()) }
@@ -531,13 +546,13 @@ impl Gpu {
     }
 
     /// Copy host data into `buf` starting at element `offset`, on the main lane.
-    pub fn upload<T: Copy>(&self, buf: &DevBuf<T>, offset: usize, src: &[T]) -> Result<()> {
+    pub fn upload<T: DeviceWord>(&self, buf: &DevBuf<T>, offset: usize, src: &[T]) -> Result<()> {
         self.upload_in(Lane::Main, buf, offset, src)
     }
 
     /// Copy host data into `buf` on `lane`; returns when the copy is done (only that lane is
     /// waited for, so work on the other lanes keeps running meanwhile).
-    pub fn upload_in<T: Copy>(
+    pub fn upload_in<T: DeviceWord>(
         &self,
         lane: Lane,
         buf: &DevBuf<T>,
@@ -556,12 +571,13 @@ impl Gpu {
         }
         self.bind()?;
         let dst = buf.ptr + (offset * std::mem::size_of::<T>()) as u64;
-        // SAFETY: T is plain data (Copy limbs); the byte view covers exactly `src`.
+        // SAFETY: T is a DeviceWord (an integer: no padding, no pointers); the byte view covers
+        // exactly `src`.
         let bytes = unsafe {
             std::slice::from_raw_parts(src.as_ptr() as *const u8, std::mem::size_of_val(src))
         };
         // Page-locked memory goes by DMA straight from where it is.
-        if bytes.len() >= 4 * STAGING_BYTES && !is_page_locked(bytes) {
+        if bytes.len() >= 4 * STAGING_BYTES && !is_page_locked(src) {
             return self.upload_staged(lane, dst, bytes);
         }
         let stream = self.lane(lane);
@@ -625,15 +641,15 @@ impl Gpu {
     /// selection is made while filling the pinned staging buffers (each piece counted, then
     /// gathered to its place by all cores), so that no host copy of the selected values is
     /// made: for a 32 GiB partition's A query that copy, 4 GB of fresh memory, took seconds.
-    pub fn upload_selected<T: Copy + Send + Sync, B: Copy>(
+    pub fn upload_selected<B: DeviceWord>(
         &self,
         lane: Lane,
         buf: &DevBuf<B>,
         offset: usize,
-        values: &[T],
+        values: &[Fr],
         present: &(dyn Fn(usize) -> bool + Sync),
     ) -> Result<usize> {
-        let size = std::mem::size_of::<T>();
+        let size = std::mem::size_of::<Fr>();
         let per_piece = (STAGING_BYTES / size).max(1);
         self.bind()?;
         let stream = self.lane(lane);
@@ -661,8 +677,9 @@ impl Gpu {
             unsafe { dres::event::synchronize(st.events[k]) }
                 .context("waiting for a staging copy failed")?;
             // SAFETY: buffer k holds STAGING_BYTES ≥ count · size bytes, is page-aligned (so
-            // aligned for T) and no DMA reads it now.
-            let stage = unsafe { std::slice::from_raw_parts_mut(st.bufs[k] as *mut T, count) };
+            // aligned for Fr) and no DMA reads it now; `gather` writes all `count` values
+            // before the bytes are read, and Fr is four u64 limbs with no padding.
+            let stage = unsafe { std::slice::from_raw_parts_mut(st.bufs[k] as *mut Fr, count) };
             on_copy_threads(|| {
                 crate::groth16::select::gather(piece, first, present, &counts, stage)
             });
@@ -682,7 +699,12 @@ impl Gpu {
     }
 
     /// Copy `dst.len()` elements from `buf` at element `offset` to the host.
-    pub fn download<T: Copy>(&self, buf: &DevBuf<T>, offset: usize, dst: &mut [T]) -> Result<()> {
+    pub fn download<T: DeviceWord>(
+        &self,
+        buf: &DevBuf<T>,
+        offset: usize,
+        dst: &mut [T],
+    ) -> Result<()> {
         if offset + dst.len() > buf.len {
             bail!(
                 "download of {} elements at {offset} overruns a buffer of {}",
@@ -702,7 +724,7 @@ impl Gpu {
     }
 
     /// Device-to-device copy of `len` elements.
-    pub fn copy<T: Copy>(
+    pub fn copy<T: DeviceWord>(
         &self,
         src: &DevBuf<T>,
         src_off: usize,
