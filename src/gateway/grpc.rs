@@ -284,7 +284,7 @@ impl Door {
                 randomness: &submit.randomness,
                 partition_index: submit.partition_index,
                 vanilla_proofs: &submit.vanilla_proofs,
-                request_id: Some(request_id),
+                request_id,
                 deadline_unix_ms: Some(deadline),
             };
             post_job(request, &limits)

@@ -205,8 +205,8 @@ pub struct PostRequest<'a> {
     pub partition_index: u32,
     /// One `generate_single_vanilla_proof` output per sector.
     pub vanilla_proofs: &'a [Vec<u8>],
-    /// The client's request id; `None`: the job id `c2q submit` would give.
-    pub request_id: Option<RequestId>,
+    /// The client's request id.
+    pub request_id: RequestId,
     /// When the proof stops being of use (Unix ms): the job's `deadline_unix_ms`.
     pub deadline_unix_ms: Option<u64>,
 }
@@ -265,15 +265,7 @@ pub fn post_job(request: PostRequest, limits: &Limits) -> Result<DecodedJob, Ref
         .to_json()
         .map_err(|e| Refusal::Unprovable(format!("{e:#}")))?;
     let digest: [u8; 32] = Sha256::digest(&payload).into();
-    let job_id = match request.request_id {
-        Some(id) => id.job_id_with(&digest),
-        None => format!(
-            "{}-{}-{}",
-            kind.as_str(),
-            request.miner,
-            hex::encode(&digest[..6])
-        ),
-    };
+    let job_id = request.request_id.job_id_with(&digest);
     let phase1_output = zstd::encode_all(&payload[..], 3)
         .map_err(|e| Refusal::Unprovable(format!("compressing the PoSt input: {e}")))?;
     decode_as_worker(
@@ -379,7 +371,7 @@ mod tests {
             partition_index: 0,
             vanilla_proofs: proofs,
             // Curio's `wdpost-%d-%d-%d` of miner, partition and randomness[:8].
-            request_id: Some(RequestId::parse("wdpost-1000-0-[1 2 3 4 5 6 7 8]").unwrap()),
+            request_id: RequestId::parse("wdpost-1000-0-[1 2 3 4 5 6 7 8]").unwrap(),
             deadline_unix_ms: None,
         };
         let first: &'static [Vec<u8>] = Box::leak(first.vanilla_proofs.into_boxed_slice());
